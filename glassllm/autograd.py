@@ -1,0 +1,935 @@
+"""The differentiable ops of an LLM, each with its forward and backward on one screen.
+
+Sections follow ../shared/SPEC.md Part L: L1 arithmetic and matmul, L2 reductions,
+shape and selection, L3 embedding and mask, L4 distributions and activations,
+L5 cross-entropy, L6 RoPE and K/V repetition.
+
+Every op reads top to bottom: coerce the inputs (numbers, lists and arrays become
+constant Tensors, L0.3), compute `out`, define `backward(g)` underneath, return the
+new Tensor with its parents and op name. In the `Backward:` blocks `g` is the
+incoming gradient (shaped like the output) and `out` is the result; a gradient
+computed for a broadcast input is summed back to that input's shape with
+`unbroadcast` (L0.5).
+
+The module is longer than 400 lines on purpose: one file, top-down in SPEC order,
+so a student can read the whole autograd like a chapter.
+"""
+
+from __future__ import annotations
+
+import builtins
+import operator
+from typing import Any
+
+import numpy as np
+
+from glassllm.tensor import Tensor, unbroadcast
+
+__all__ = [
+    "add",
+    "cross_entropy",
+    "cross_entropy_grad",
+    "div",
+    "embedding",
+    "exp",
+    "getitem",
+    "log",
+    "log_softmax",
+    "masked_fill",
+    "matmul",
+    "max",
+    "mean",
+    "mul",
+    "neg",
+    "pow",
+    "repeat_kv",
+    "reshape",
+    "rope",
+    "sigmoid",
+    "silu",
+    "softmax",
+    "softmax_np",
+    "sub",
+    "transpose",
+    "tsum",
+    "where",
+]
+
+
+def _t(x: Any) -> Tensor:
+    """Coerce a number / list / array to a constant Tensor (L0.3)."""
+    return x if isinstance(x, Tensor) else Tensor(x)
+
+
+def _bool_mask(mask: Any, op: str, name: str) -> np.ndarray:
+    """A boolean NumPy mask (L2.3, L3.4); anything else is a TypeError naming it."""
+    if isinstance(mask, Tensor):
+        raise TypeError(f"{op}: {name} must be a boolean NumPy mask, not a Tensor (L0.6)")
+    mask = np.asarray(mask)
+    if mask.dtype != np.bool_:
+        raise TypeError(f"{op}: {name} must be a boolean mask (dtype bool), got dtype {mask.dtype}")
+    return mask
+
+
+def _int_array(ids: Any, op: str, name: str) -> np.ndarray:
+    """An integer NumPy array (L3.3, L5.1); floats and bools are a TypeError naming it."""
+    if isinstance(ids, Tensor):
+        raise TypeError(f"{op}: {name} must be an integer NumPy array, not a Tensor (L0.6)")
+    ids = np.asarray(ids)
+    if ids.dtype == np.bool_ or not np.issubdtype(ids.dtype, np.integer):
+        raise TypeError(f"{op}: {name} must be integers, got dtype {ids.dtype}")
+    return ids
+
+
+def _constant(x: Any, op: str, name: str) -> np.ndarray:
+    """A non-differentiable float64 constant (exponent, fill value, trig table; L0.6)."""
+    if isinstance(x, Tensor):
+        if x.requires_grad:
+            raise TypeError(
+                f"{op}: {name} is a constant and gets no gradient (L0.6); pass its .data "
+                "or a plain number/array"
+            )
+        return x.data
+    return np.asarray(x, dtype=np.float64)
+
+
+def _axes(axis: Any, ndim: int) -> tuple[int, ...]:
+    """`axis` (None, int or tuple) as a sorted tuple of non-negative axes."""
+    if axis is None:
+        return tuple(range(ndim))
+    if isinstance(axis, (int, np.integer)):
+        axis = (axis,)
+    return tuple(sorted(operator.index(a) % ndim if ndim else 0 for a in axis))
+
+
+def _keepdims_grad(g: np.ndarray, axis: Any, keepdims: bool, ndim: int) -> np.ndarray:
+    """Put back the reduced axes of `g` as size-1 axes, ready to broadcast."""
+    if keepdims or ndim == 0:
+        return g
+    return np.expand_dims(g, _axes(axis, ndim))
+
+
+# ============================================================================
+# L1  Arithmetic and matrix product
+# ============================================================================
+def add(a: Any, b: Any) -> Tensor:
+    """Elementwise sum with NumPy broadcasting: out = a + b.
+
+    Shapes: a, b broadcast to out.
+
+    Backward:
+        a: unbroadcast(g)
+        b: unbroadcast(g)
+
+    Raises: ValueError when the shapes do not broadcast (NumPy's message, L0.4).
+
+    Example:
+        >>> x = Tensor([[1.0, 2.0]], requires_grad=True)
+        >>> add(x, [[10.0], [20.0]]).sum().backward()
+        >>> x.grad.tolist()
+        [[2.0, 2.0]]
+
+    Clauses: L1.1, L0.5.
+    """
+    a, b = _t(a), _t(b)
+    out = a.data + b.data
+
+    def backward(g: np.ndarray):
+        return unbroadcast(g, a.data.shape), unbroadcast(g, b.data.shape)
+
+    return Tensor._make(out, (a, b), "add", backward)
+
+
+def sub(a: Any, b: Any) -> Tensor:
+    """Elementwise difference with broadcasting: out = a - b.
+
+    Backward:
+        a: unbroadcast(g)
+        b: unbroadcast(-g)
+
+    Example:
+        >>> x = Tensor([3.0], requires_grad=True)
+        >>> (2 - x).sum().backward()
+        >>> x.grad.tolist()
+        [-1.0]
+
+    Clauses: L1.1, L0.5.
+    """
+    a, b = _t(a), _t(b)
+    out = a.data - b.data
+
+    def backward(g: np.ndarray):
+        gb = unbroadcast(-g, b.data.shape) if b.requires_grad else None
+        return unbroadcast(g, a.data.shape), gb
+
+    return Tensor._make(out, (a, b), "sub", backward)
+
+
+def mul(a: Any, b: Any) -> Tensor:
+    """Elementwise product with broadcasting: out = a * b.
+
+    Backward:
+        a: unbroadcast(g * b)
+        b: unbroadcast(g * a)
+
+    Example:
+        >>> x = Tensor([2.0, 3.0], requires_grad=True)
+        >>> mul(x, x).sum().backward()
+        >>> x.grad.tolist()
+        [4.0, 6.0]
+
+    Clauses: L1.1, L0.5.
+    """
+    a, b = _t(a), _t(b)
+    out = a.data * b.data
+
+    def backward(g: np.ndarray):
+        ga = unbroadcast(g * b.data, a.data.shape) if a.requires_grad else None
+        gb = unbroadcast(g * a.data, b.data.shape) if b.requires_grad else None
+        return ga, gb
+
+    return Tensor._make(out, (a, b), "mul", backward)
+
+
+def div(a: Any, b: Any) -> Tensor:
+    """Elementwise quotient with broadcasting: out = a / b.
+
+    Division by zero follows IEEE/NumPy: ±inf or NaN with a RuntimeWarning (L1.2).
+
+    Backward:
+        a: unbroadcast(g / b)
+        b: unbroadcast(-g * a / b**2)  (computed as -g * out / b)
+
+    Example:
+        >>> x = Tensor([2.0], requires_grad=True)
+        >>> (1 / x).sum().backward()
+        >>> x.grad.tolist()
+        [-0.25]
+
+    Clauses: L1.1, L1.2, L0.5.
+    """
+    a, b = _t(a), _t(b)
+    out = a.data / b.data
+
+    def backward(g: np.ndarray):
+        ga = unbroadcast(g / b.data, a.data.shape) if a.requires_grad else None
+        gb = unbroadcast(-g * a.data / (b.data * b.data), b.data.shape) if b.requires_grad else None
+        return ga, gb
+
+    return Tensor._make(out, (a, b), "div", backward)
+
+
+def neg(a: Any) -> Tensor:
+    """Negation: out = -a.
+
+    Backward:
+        a: -g
+
+    Clauses: L1.1.
+    """
+    a = _t(a)
+
+    def backward(g: np.ndarray):
+        return (-g,)
+
+    return Tensor._make(-a.data, (a,), "neg", backward)
+
+
+def pow(a: Any, exponent: Any) -> Tensor:  # noqa: A001 - the SPEC's name (L1.1)
+    """Elementwise power with a constant exponent: out = a ** exponent.
+
+    `exponent` is a number or array (broadcasting with `a`); it is not
+    differentiable (L0.6). For a differentiable exponent write
+    `exp(b * log(a))`. Powers outside the real domain (e.g. (-8) ** (1/3)) give
+    NaN with a warning (L1.2).
+
+    Backward:
+        a: unbroadcast(g * exponent * a ** (exponent - 1)), and 0 where exponent == 0
+           (as PyTorch, so a ** 0 has zero gradient even at a = 0)
+        exponent: not differentiable (L0.6)
+
+    Raises: TypeError if `exponent` is a Tensor that requires grad.
+
+    Example:
+        >>> x = Tensor([3.0], requires_grad=True)
+        >>> (x ** 2).sum().backward()
+        >>> x.grad.tolist()
+        [6.0]
+
+    Clauses: L1.1, L1.2, L0.6.
+    """
+    a = _t(a)
+    p = _constant(exponent, "pow", "exponent")
+    out = a.data**p
+
+    def backward(g: np.ndarray):
+        if np.all(p != 0):
+            local = p * a.data ** (p - 1)
+        else:  # the zero-exponent positions are replaced, so hide their 0 ** -1
+            with np.errstate(divide="ignore", invalid="ignore"):
+                local = np.where(p == 0, 0.0, p * a.data ** (p - 1))
+        return (unbroadcast(g * local, a.data.shape),)
+
+    return Tensor._make(out, (a,), "pow", backward)
+
+
+def exp(a: Any) -> Tensor:
+    """Elementwise e ** a, unclipped: large inputs overflow to inf with a warning (L1.2).
+
+    Backward:
+        a: g * out
+
+    Example:
+        >>> x = Tensor([0.0], requires_grad=True)
+        >>> exp(x).sum().backward()
+        >>> x.grad.tolist()
+        [1.0]
+
+    Clauses: L1.1, L1.2.
+    """
+    a = _t(a)
+    out = np.exp(a.data)
+
+    def backward(g: np.ndarray):
+        return (g * out,)
+
+    return Tensor._make(out, (a,), "exp", backward)
+
+
+def log(a: Any) -> Tensor:
+    """Elementwise natural logarithm; log(0) = -inf and log(<0) = NaN, with a warning (L1.2).
+
+    Backward:
+        a: g / a
+
+    Example:
+        >>> x = Tensor([2.0], requires_grad=True)
+        >>> log(x).sum().backward()
+        >>> x.grad.tolist()
+        [0.5]
+
+    Clauses: L1.1, L1.2.
+    """
+    a = _t(a)
+    out = np.log(a.data)
+
+    def backward(g: np.ndarray):
+        return (g / a.data,)
+
+    return Tensor._make(out, (a,), "log", backward)
+
+
+def matmul(a: Any, b: Any) -> Tensor:
+    """Matrix product with `np.matmul` rules: out = a @ b.
+
+    1-D operands are promoted (a: (k,) -> (1, k); b: (k,) -> (k, 1)) and the
+    added axis removed again; leading (batch) axes broadcast.
+
+    Shapes: (..., n, k) @ (..., k, m) -> (..., n, m); (k,) @ (k,) -> ().
+
+    Backward (on the promoted 2-D/batched operands):
+        a: unbroadcast(g @ b^T)   (b^T swaps the last two axes)
+        b: unbroadcast(a^T @ g)
+
+    Raises: ValueError on mismatched inner dimensions or 0-d operands (NumPy's message).
+
+    Example:
+        >>> w = Tensor([[1.0, 2.0], [3.0, 4.0]], requires_grad=True)
+        >>> matmul([1.0, 1.0], w).sum().backward()
+        >>> w.grad.tolist()
+        [[1.0, 1.0], [1.0, 1.0]]
+
+    Clauses: L1.1, L0.5.
+    """
+    a, b = _t(a), _t(b)
+    out = np.matmul(a.data, b.data)
+
+    def backward(g: np.ndarray):
+        a2 = a.data if a.data.ndim > 1 else a.data[np.newaxis, :]  # (1, k)
+        b2 = b.data if b.data.ndim > 1 else b.data[:, np.newaxis]  # (k, 1)
+        if b.data.ndim == 1:
+            g = np.expand_dims(g, -1)
+        if a.data.ndim == 1:
+            g = np.expand_dims(g, -2)  # now g is shaped like a2 @ b2
+        ga = gb = None
+        if a.requires_grad:
+            ga = unbroadcast(np.matmul(g, np.swapaxes(b2, -1, -2)), a2.shape).reshape(a.data.shape)
+        if b.requires_grad:
+            gb = unbroadcast(np.matmul(np.swapaxes(a2, -1, -2), g), b2.shape).reshape(b.data.shape)
+        return ga, gb
+
+    return Tensor._make(out, (a, b), "matmul", backward)
+
+
+# ============================================================================
+# L2  Reductions, shape and selection
+# ============================================================================
+def tsum(a: Any, axis: Any = None, keepdims: bool = False) -> Tensor:
+    """Sum over `axis` (None: all axes; int or tuple; negative counts from the end).
+
+    Named `tsum` so as not to shadow the builtin `sum` (L2.1).
+
+    Shapes: (..., ) -> the reduced shape; size-1 axes kept when `keepdims`.
+
+    Backward:
+        a: g with the reduced axes put back, broadcast to a's shape
+        axis, keepdims: not differentiable (L2.4)
+
+    Raises: numpy.exceptions.AxisError for an axis out of range (L0.4).
+
+    Example:
+        >>> x = Tensor([[1.0, 2.0], [3.0, 4.0]], requires_grad=True)
+        >>> tsum(x, axis=-1).backward(np.array([1.0, 10.0]))
+        >>> x.grad.tolist()
+        [[1.0, 1.0], [10.0, 10.0]]
+
+    Clauses: L2.1, L2.4.
+    """
+    a = _t(a)
+    out = np.sum(a.data, axis=axis, keepdims=keepdims)
+
+    def backward(g: np.ndarray):
+        g = _keepdims_grad(g, axis, keepdims, a.data.ndim)
+        return (np.broadcast_to(g, a.data.shape),)
+
+    return Tensor._make(out, (a,), "tsum", backward)
+
+
+def mean(a: Any, axis: Any = None, keepdims: bool = False) -> Tensor:
+    """Arithmetic mean over `axis`: out = tsum(a, axis) / count.
+
+    An empty reduction gives NaN with NumPy's warning.
+
+    Backward:
+        a: g / count, broadcast back to a's shape (count = elements averaged)
+
+    Example:
+        >>> x = Tensor([1.0, 2.0, 3.0, 4.0], requires_grad=True)
+        >>> mean(x).backward()
+        >>> x.grad.tolist()
+        [0.25, 0.25, 0.25, 0.25]
+
+    Clauses: L2.1, L2.4.
+    """
+    a = _t(a)
+    out = np.mean(a.data, axis=axis, keepdims=keepdims)
+
+    def backward(g: np.ndarray):
+        count = a.data.size // builtins.max(np.asarray(out).size, 1) if a.data.size else 0
+        g = _keepdims_grad(g, axis, keepdims, a.data.ndim)
+        return (np.broadcast_to(g / count, a.data.shape),)
+
+    return Tensor._make(out, (a,), "mean", backward)
+
+
+def max(a: Any, axis: Any = None, keepdims: bool = False) -> Tensor:  # noqa: A001
+    """Maximum over `axis`; also `Tensor.max`.
+
+    Ties split the incoming gradient equally among the tied positions, as
+    PyTorch's `amax` and JAX's `max` do (L2.5). A NaN in a slice makes the max NaN
+    and sends that slice's gradient to the NaN positions.
+
+    Backward:
+        a: g / k at each of the k positions equal to the max of its slice, 0 elsewhere
+
+    Raises: ValueError for an empty slice, AxisError for a bad axis (NumPy's).
+
+    Example:
+        >>> x = Tensor([1.0, 3.0, 3.0], requires_grad=True)
+        >>> max(x).backward()
+        >>> x.grad.tolist()
+        [0.0, 0.5, 0.5]
+
+    Clauses: L2.1, L2.5.
+    """
+    a = _t(a)
+    out = np.max(a.data, axis=axis, keepdims=keepdims)
+
+    def backward(g: np.ndarray):
+        top = np.max(a.data, axis=axis, keepdims=True)
+        hit = (a.data == top) | (np.isnan(a.data) & np.isnan(top))
+        count = np.sum(hit, axis=axis, keepdims=True)
+        g = _keepdims_grad(g, axis, keepdims, a.data.ndim)
+        return (np.where(hit, g / count, 0.0),)
+
+    return Tensor._make(out, (a,), "max", backward)
+
+
+def reshape(a: Any, shape: Any) -> Tensor:
+    """Same data, new shape (NumPy rules, one -1 allowed).
+
+    Backward:
+        a: g.reshape(a.shape)
+
+    Raises: ValueError when the element counts differ (NumPy's message).
+
+    Clauses: L2.2.
+    """
+    a = _t(a)
+    out = np.reshape(a.data, shape)
+
+    def backward(g: np.ndarray):
+        return (g.reshape(a.data.shape),)
+
+    return Tensor._make(out, (a,), "reshape", backward)
+
+
+def transpose(a: Any, axes: Any = None) -> Tensor:
+    """Permute axes (`axes=None` reverses them, like `ndarray.T`).
+
+    Backward:
+        a: g transposed by the inverse permutation (argsort of axes)
+
+    Raises: ValueError / AxisError for an invalid permutation (NumPy's).
+
+    Example:
+        >>> transpose(Tensor([[1.0, 2.0]])).shape
+        (2, 1)
+
+    Clauses: L2.2.
+    """
+    a = _t(a)
+    out = np.transpose(a.data, axes)
+
+    def backward(g: np.ndarray):
+        if axes is None:
+            return (np.transpose(g),)
+        return (np.transpose(g, np.argsort([operator.index(x) % a.data.ndim for x in axes])),)
+
+    return Tensor._make(out, (a,), "transpose", backward)
+
+
+def getitem(a: Any, index: Any) -> Tensor:
+    """NumPy indexing `a[index]`: ints, slices, None, Ellipsis, int and bool arrays.
+
+    Backward:
+        a: zeros shaped like a, with g scatter-added at the selected positions
+           (`np.add.at`), so a position selected k times gets k contributions
+        index: not differentiable (L0.6)
+
+    Raises: IndexError for an out-of-range or invalid index (NumPy's message).
+
+    Example:
+        >>> x = Tensor([1.0, 2.0, 3.0], requires_grad=True)
+        >>> getitem(x, np.array([0, 0, 2])).sum().backward()
+        >>> x.grad.tolist()
+        [2.0, 0.0, 1.0]
+
+    Clauses: L2.2, L0.6.
+    """
+    a = _t(a)
+    if isinstance(index, list):  # NumPy reads a list index as an int array
+        index = np.asarray(index)
+    out = a.data[index]
+    advanced = any(
+        isinstance(i, (np.ndarray, list)) for i in (index if isinstance(index, tuple) else (index,))
+    )
+
+    def backward(g: np.ndarray):
+        ga = np.zeros_like(a.data)
+        if advanced:
+            np.add.at(ga, index, g)  # repeated positions accumulate
+        else:
+            ga[index] = g  # basic indexing never selects a position twice
+        return (ga,)
+
+    return Tensor._make(out, (a,), "getitem", backward)
+
+
+def where(condition: Any, a: Any, b: Any) -> Tensor:
+    """Pick from `a` where `condition` is True, else from `b`; all three broadcast.
+
+    Shapes: condition, a, b broadcast to out.
+
+    Backward:
+        a: unbroadcast(where(condition, g, 0))
+        b: unbroadcast(where(condition, 0, g))
+        condition: not differentiable (L0.6)
+
+    Raises: TypeError if condition is not a boolean mask (L2.3); ValueError if
+    the shapes do not broadcast.
+
+    Example:
+        >>> x = Tensor([1.0, 2.0], requires_grad=True)
+        >>> where(np.array([True, False]), x, 0.0).sum().backward()
+        >>> x.grad.tolist()
+        [1.0, 0.0]
+
+    Clauses: L2.2, L2.3.
+    """
+    condition = _bool_mask(condition, "where", "condition")
+    a, b = _t(a), _t(b)
+    out = np.where(condition, a.data, b.data)
+
+    def backward(g: np.ndarray):
+        ga = unbroadcast(np.where(condition, g, 0.0), a.data.shape) if a.requires_grad else None
+        gb = unbroadcast(np.where(condition, 0.0, g), b.data.shape) if b.requires_grad else None
+        return ga, gb
+
+    return Tensor._make(out, (a, b), "where", backward)
+
+
+# ============================================================================
+# L3  Embedding and mask
+# ============================================================================
+def embedding(weight: Any, ids: Any) -> Tensor:
+    """Look up rows of `weight` by integer ids, without building a one-hot.
+
+    out[..., :] = weight[ids[...], :]
+
+    Shapes: weight (V, d), ids any integer shape S (e.g. (B, n)) -> S + (d,).
+
+    Backward:
+        weight: zeros (V, d) with each row of g scatter-added into row ids[...],
+                so a row used k times receives k contributions (L3.2)
+        ids: not differentiable (L0.6)
+
+    Raises: TypeError if ids are not integers; IndexError for an id outside
+    [-V, V) (NumPy's rules, negative ids count from the end, L3.3).
+
+    Example:
+        >>> weight = Tensor(np.zeros((4, 2)), requires_grad=True)
+        >>> embedding(weight, np.array([1, 2, 1])).sum().backward()
+        >>> weight.grad.tolist()
+        [[0.0, 0.0], [2.0, 2.0], [1.0, 1.0], [0.0, 0.0]]
+
+    Clauses: L3.1-L3.3.
+    """
+    weight = _t(weight)
+    ids = _int_array(ids, "embedding", "ids")
+    out = weight.data[ids]  # S + (d,)
+
+    def backward(g: np.ndarray):
+        gw = np.zeros_like(weight.data)  # (V, d)
+        np.add.at(gw, ids, g)  # scatter-add: repeated ids accumulate
+        return (gw,)
+
+    return Tensor._make(out, (weight,), "embedding", backward)
+
+
+def masked_fill(a: Any, mask: Any, value: Any) -> Tensor:
+    """Replace the positions where `mask` is True by the constant `value`.
+
+    Equals `where(mask, value, a)`: mask=True means replace / block, not allow.
+    With `value=-np.inf` before `softmax`, masked positions get weight exactly 0
+    as long as every row keeps one unmasked entry (L3.5).
+
+    Shapes: a and mask broadcast to out.
+
+    Backward:
+        a: unbroadcast(where(mask, 0, g)), masked positions get no gradient
+        mask, value: not differentiable (L0.6)
+
+    Raises: TypeError if mask is not boolean or value requires grad.
+
+    Example:
+        >>> s = Tensor([[0.0, 0.0]], requires_grad=True)
+        >>> masked_fill(s, np.array([[False, True]]), -np.inf).data.tolist()
+        [[0.0, -inf]]
+
+    Clauses: L3.4, L3.5.
+    """
+    a = _t(a)
+    mask = _bool_mask(mask, "masked_fill", "mask")
+    fill = _constant(value, "masked_fill", "value")
+    out = np.where(mask, fill, a.data)
+
+    def backward(g: np.ndarray):
+        return (unbroadcast(np.where(mask, 0.0, g), a.data.shape),)
+
+    return Tensor._make(out, (a,), "masked_fill", backward)
+
+
+# ============================================================================
+# L4  Distributions and activations
+# ============================================================================
+def _softmax_data(x: np.ndarray, axis: int) -> np.ndarray:
+    shifted = x - np.max(x, axis=axis, keepdims=True)  # largest entry becomes 0
+    e = np.exp(shifted)
+    return e / np.sum(e, axis=axis, keepdims=True)
+
+
+def softmax(a: Any, axis: int = -1) -> Tensor:
+    """Softmax along `axis`: out = exp(a - max) / sum(exp(a - max)).
+
+    Subtracting the maximum keeps large finite logits from overflowing; a row
+    that is all -inf, or holds NaN / +inf, gives NaN (L4.1).
+
+    Backward:
+        a: out * (g - sum(g * out, axis, keepdims=True))
+
+    Example:
+        >>> softmax(Tensor([[1000.0, 1000.0]])).data.tolist()
+        [[0.5, 0.5]]
+
+    Clauses: L4.1, L3.5.
+    """
+    a = _t(a)
+    out = _softmax_data(a.data, axis)
+
+    def backward(g: np.ndarray):
+        return (out * (g - np.sum(g * out, axis=axis, keepdims=True)),)
+
+    return Tensor._make(out, (a,), "softmax", backward)
+
+
+def log_softmax(a: Any, axis: int = -1) -> Tensor:
+    """Log-softmax along `axis`: out = (a - max) - log(sum(exp(a - max))).
+
+    Backward:
+        a: g - exp(out) * sum(g, axis, keepdims=True)
+
+    Example:
+        >>> log_softmax(Tensor([[1000.0, 1000.0]])).data.tolist() == [[-np.log(2)] * 2]
+        True
+
+    Clauses: L4.1.
+    """
+    a = _t(a)
+    shifted = a.data - np.max(a.data, axis=axis, keepdims=True)
+    out = shifted - np.log(np.sum(np.exp(shifted), axis=axis, keepdims=True))
+
+    def backward(g: np.ndarray):
+        return (g - np.exp(out) * np.sum(g, axis=axis, keepdims=True),)
+
+    return Tensor._make(out, (a,), "log_softmax", backward)
+
+
+def softmax_np(x: Any, axis: int = -1) -> np.ndarray:
+    """Plain-NumPy softmax of an array-like (no graph); returns `np.ndarray` (L4.3).
+
+    Example:
+        >>> softmax_np([[1000.0, 1000.0]]).tolist()
+        [[0.5, 0.5]]
+
+    Clauses: L4.1, L4.3, L0.2.
+    """
+    if isinstance(x, Tensor):
+        x = x.data
+    return _softmax_data(np.asarray(x, dtype=np.float64), axis)
+
+
+def _sigmoid_data(x: np.ndarray) -> np.ndarray:
+    # exp(-|x|) is at most 1, so it never overflows; for |x| > ~745 it
+    # underflows to exactly 0, which gives the exact limits 0 and 1.
+    with np.errstate(under="ignore"):
+        e = np.exp(-np.abs(x))
+    return np.where(x >= 0, 1.0 / (1.0 + e), e / (1.0 + e))
+
+
+def sigmoid(a: Any) -> Tensor:
+    """Logistic function out = 1 / (1 + exp(-a)), computed without overflow.
+
+    Uses exp(-|a|) <= 1 in both branches, so finite extremes such as ±10 000
+    give exactly 0 and 1 with no warning (L4.2).
+
+    Backward:
+        a: g * out * (1 - out)
+
+    Example:
+        >>> sigmoid(Tensor([-10000.0, 0.0, 10000.0])).data.tolist()
+        [0.0, 0.5, 1.0]
+
+    Clauses: L4.2.
+    """
+    a = _t(a)
+    out = _sigmoid_data(a.data)
+
+    def backward(g: np.ndarray):
+        return (g * out * (1.0 - out),)
+
+    return Tensor._make(out, (a,), "sigmoid", backward)
+
+
+def silu(a: Any) -> Tensor:
+    """SiLU / swish: out = a * sigmoid(a), with sigmoid's overflow care (L4.2).
+
+    Non-finite inputs promise nothing finite (silu(-inf) is NaN).
+
+    Backward:
+        a: g * (s + a * s * (1 - s)), with s = sigmoid(a)
+
+    Example:
+        >>> x = Tensor([0.0], requires_grad=True)
+        >>> silu(x).sum().backward()
+        >>> x.grad.tolist()
+        [0.5]
+
+    Clauses: L4.2; Elfwing et al. 2018, used by SwiGLU (Shazeer 2020).
+    """
+    a = _t(a)
+    s = _sigmoid_data(a.data)
+    out = a.data * s
+
+    def backward(g: np.ndarray):
+        return (g * (s + a.data * s * (1.0 - s)),)
+
+    return Tensor._make(out, (a,), "silu", backward)
+
+
+# ============================================================================
+# L5  Cross-entropy
+# ============================================================================
+def _check_ce(logits: np.ndarray, targets: np.ndarray) -> None:
+    if logits.ndim != 2:
+        raise ValueError(f"cross_entropy: logits must have shape (N, V), got {logits.shape}")
+    if targets.shape != (logits.shape[0],):
+        raise ValueError(
+            f"cross_entropy: targets must have shape (N,) = ({logits.shape[0]},) to match "
+            f"logits {logits.shape}, got {targets.shape}"
+        )
+
+
+def cross_entropy_grad(logits: Any, targets: Any) -> np.ndarray:
+    """Gradient of the mean cross-entropy: (softmax(logits) - one_hot(targets)) / N.
+
+    Builds no graph and does not modify `logits`; returns `np.ndarray` (L0.2).
+
+    Shapes: logits (N, V), targets (N,) int -> (N, V).
+
+    Raises: TypeError for non-integer targets; ValueError for mismatched shapes;
+    IndexError for a target outside [-V, V) (NumPy's rules).
+
+    Example:
+        >>> cross_entropy_grad(np.zeros((1, 2)), np.array([1])).tolist()
+        [[0.5, -0.5]]
+
+    Clauses: L5.2, L5.3.
+    """
+    if isinstance(logits, Tensor):
+        logits = logits.data
+    logits = np.asarray(logits, dtype=np.float64)
+    targets = _int_array(targets, "cross_entropy_grad", "targets")
+    _check_ce(logits, targets)
+    n = logits.shape[0]
+    grad = _softmax_data(logits, -1)  # a fresh array: safe to modify
+    grad[np.arange(n), targets] -= 1.0
+    return grad / n
+
+
+def cross_entropy(logits: Any, targets: Any) -> Tensor:
+    """Mean negative log-likelihood of integer targets under softmax(logits).
+
+    loss = -(1/N) sum_i log_softmax(logits)[i, targets[i]]; logits are raw
+    (unnormalised), targets are class indices: no one-hot, no ignore_index, no
+    label smoothing, no weights, no reduction option (L5.1). Stable for large
+    logits (±1000, 5e3) through the max-shift of log_softmax.
+
+    Shapes: logits (N, V), targets (N,) int -> () scalar.
+
+    Backward:
+        logits: g * cross_entropy_grad(logits, targets)
+        targets: not differentiable (L0.6)
+
+    Raises: as cross_entropy_grad. An empty batch gives NaN (L5.3).
+
+    Example:
+        >>> logits = Tensor([[0.0, 0.0]], requires_grad=True)
+        >>> loss = cross_entropy(logits, np.array([1]))
+        >>> loss.backward()
+        >>> logits.grad.tolist()
+        [[0.5, -0.5]]
+
+    Clauses: L5.1-L5.3.
+    """
+    logits = _t(logits)
+    targets = _int_array(targets, "cross_entropy", "targets")
+    _check_ce(logits.data, targets)
+    x = logits.data
+    shifted = x - np.max(x, axis=-1, keepdims=True)
+    logp = shifted - np.log(np.sum(np.exp(shifted), axis=-1, keepdims=True))  # (N, V)
+    out = -np.mean(logp[np.arange(x.shape[0]), targets])
+
+    def backward(g: np.ndarray):
+        return (g * cross_entropy_grad(x, targets),)
+
+    return Tensor._make(out, (logits,), "cross_entropy", backward)
+
+
+# ============================================================================
+# L6  RoPE and K/V repetition
+# ============================================================================
+def rope(x: Any, cos: Any, sin: Any) -> Tensor:
+    """Rotary position embedding: rotate each adjacent (even, odd) pair by its angle.
+
+    out[..., 2i]   = x[..., 2i] cos - x[..., 2i+1] sin
+    out[..., 2i+1] = x[..., 2i] sin + x[..., 2i+1] cos
+
+    Viewing each pair as a complex number x_{2i} + i x_{2i+1}, this is the
+    complex product x · e^{iθ} (Su et al. 2021). Tables come from
+    `glassllm.layers.rope_angles`; this op makes no angles (L6.2).
+
+    Shapes: x (B, H, n, dk), cos and sin (n, dk/2), broadcasting over B and H
+    -> (B, H, n, dk).
+
+    Backward:
+        x: the transposed rotation (sine sign flipped):
+           g_even cos + g_odd sin,  -g_even sin + g_odd cos
+        cos, sin: not differentiable (L0.6)
+
+    Raises: ValueError if the last axis of x is odd, or the tables do not
+    broadcast with the pairs of x.
+
+    Example:
+        >>> rope(Tensor([[1.0, 2.0, 3.0, 4.0]]), np.zeros((1, 2)), np.ones((1, 2))).data.tolist()
+        [[-2.0, 1.0, -4.0, 3.0]]
+
+    Clauses: L6.1, L6.2; Su et al. 2021 (RoFormer).
+    """
+    x = _t(x)
+    cos = _constant(cos, "rope", "cos")
+    sin = _constant(sin, "rope", "sin")
+    if x.data.ndim == 0 or x.data.shape[-1] % 2:
+        raise ValueError(
+            f"rope: the last axis of x holds (even, odd) coordinate pairs and must have even "
+            f"length; x has shape {x.data.shape}"
+        )
+    x0, x1 = x.data[..., 0::2], x.data[..., 1::2]  # (..., dk/2) each
+    even = x0 * cos - x1 * sin
+    odd = x0 * sin + x1 * cos
+    out = np.stack([even, odd], axis=-1).reshape(even.shape[:-1] + (2 * even.shape[-1],))
+
+    def backward(g: np.ndarray):
+        g0, g1 = g[..., 0::2], g[..., 1::2]
+        gx = np.stack([g0 * cos + g1 * sin, g1 * cos - g0 * sin], axis=-1)
+        return (unbroadcast(gx.reshape(g.shape), x.data.shape),)
+
+    return Tensor._make(out, (x,), "rope", backward)
+
+
+def repeat_kv(x: Any, repeats: int) -> Tensor:
+    """Repeat each key/value head `repeats` times, adjacent copies together.
+
+    Heads come out as (head 0, head 0, head 1, head 1, ...) for repeats=2, the
+    order grouped-query attention expects (Ainslie et al. 2023; Meta's llama).
+
+    Shapes: x (B, Hkv, n, dk) -> (B, Hkv * repeats, n, dk).
+
+    Backward:
+        x: g.reshape(B, Hkv, repeats, n, dk).sum(axis=2)  (regroup, sum the copies)
+        repeats: not differentiable (L0.6)
+
+    Raises: TypeError if repeats is not an int; ValueError if repeats < 1 or x
+    is not 4-D.
+
+    Example:
+        >>> heads = Tensor(np.array([1.0, 2.0]).reshape(1, 2, 1, 1))
+        >>> repeat_kv(heads, 2).data.ravel().tolist()
+        [1.0, 1.0, 2.0, 2.0]
+
+    Clauses: L6.3.
+    """
+    x = _t(x)
+    if isinstance(repeats, (bool, np.bool_)) or not isinstance(repeats, (int, np.integer)):
+        raise TypeError(f"repeat_kv: repeats must be a positive int, got {repeats!r}")
+    if repeats < 1:
+        raise ValueError(f"repeat_kv: repeats must be a positive int, got {repeats}")
+    if x.data.ndim != 4:
+        raise ValueError(f"repeat_kv: x must have shape (B, Hkv, n, dk), got {x.data.shape}")
+    b, hkv, n, dk = x.data.shape
+    out = np.repeat(x.data, repeats, axis=1)  # (B, Hkv*repeats, n, dk)
+
+    def backward(g: np.ndarray):
+        return (g.reshape(b, hkv, repeats, n, dk).sum(axis=2),)
+
+    return Tensor._make(out, (x,), "repeat_kv", backward)

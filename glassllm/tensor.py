@@ -1,0 +1,425 @@
+"""The `Tensor` and its reverse-mode engine: the heart of glassllm.
+
+A `Tensor` wraps a float64 NumPy array (`data`). When it is made by an op from
+inputs that require a gradient, it also remembers its `_parents` and a
+`_backward` closure: given `g`, the gradient of the final scalar with respect to
+this tensor (the *incoming* gradient, PyTorch's `grad_output`), the closure returns
+the vector-Jacobian products for each parent.
+
+`Tensor.backward()` walks the graph once in reverse topological order (an
+iterative sort, so a 10 000-op chain is fine), accumulating gradients with `+`
+wherever a tensor is used more than once (diamond graphs), and adds the result
+into the `.grad` of every leaf that requires grad (L0.5).
+
+`no_grad` switches graph building off for the current thread / async task only:
+it is backed by a `contextvars.ContextVar` (H6), so concurrent requests in the
+service never see each other's grad mode.
+
+Clauses: L0.1-L0.7 of ../shared/SPEC.md.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import contextvars
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import numpy as np
+
+__all__ = ["Tensor", "is_grad_enabled", "no_grad", "summed_axes", "unbroadcast"]
+
+# ----------------------------------------------------------------------------
+# Grad mode: one flag per thread / async task (contextvars), never a global.
+# ----------------------------------------------------------------------------
+_GRAD_ENABLED: contextvars.ContextVar[bool] = contextvars.ContextVar(
+    "glassllm_grad_enabled", default=True
+)
+
+
+def is_grad_enabled() -> bool:
+    """True unless a `no_grad` block is active in this thread / task."""
+    return _GRAD_ENABLED.get()
+
+
+class no_grad(contextlib.ContextDecorator):
+    """Disable graph building: results of ops made inside are constants.
+
+    Usable as a context manager (``with no_grad(): ...``) and as a decorator
+    (``@no_grad()``). The flag lives in a `contextvars.ContextVar`, so it is
+    isolated per thread and per asyncio task (H6); nesting is fine.
+
+    Example:
+        >>> from glassllm import Tensor, no_grad
+        >>> x = Tensor([1.0, 2.0], requires_grad=True)
+        >>> with no_grad():
+        ...     y = x * 2
+        >>> y.requires_grad
+        False
+    """
+
+    def __init__(self) -> None:
+        self._tokens: list[contextvars.Token[bool]] = []
+
+    def __enter__(self) -> no_grad:
+        self._tokens.append(_GRAD_ENABLED.set(False))
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        _GRAD_ENABLED.reset(self._tokens.pop())
+
+    def _recreate_cm(self) -> no_grad:
+        # A fresh context manager per decorated call keeps recursion and
+        # concurrent calls of the same decorated function independent.
+        return no_grad()
+
+
+# ----------------------------------------------------------------------------
+# Broadcasting helpers (L0.5): the one place that sums gradients back.
+# ----------------------------------------------------------------------------
+def summed_axes(grad_shape: tuple[int, ...], shape: tuple[int, ...]) -> tuple[int, ...]:
+    """Axes of a gradient of shape `grad_shape` that must be summed to get `shape`.
+
+    Broadcasting aligns shapes on the right: leading axes that `shape` lacks are
+    summed away, and axes where `shape` has 1 but the gradient does not are
+    summed with keepdims. Returned axes index `grad_shape`.
+
+    >>> summed_axes((2, 3, 4), (3, 1))
+    (0, 2)
+    """
+    extra = len(grad_shape) - len(shape)
+    if extra < 0:
+        raise ValueError(f"cannot unbroadcast a gradient of shape {grad_shape} to {shape}")
+    lead = tuple(range(extra))
+    kept = tuple(
+        extra + i for i, n in enumerate(shape) if n == 1 and grad_shape[extra + i] != 1
+    )
+    return lead + kept
+
+
+def unbroadcast(grad: np.ndarray, shape: tuple[int, ...]) -> np.ndarray:
+    """Sum `grad` over the axes broadcasting expanded, so it has `shape` (L0.5).
+
+    >>> unbroadcast(np.ones((2, 3)), (3,)).tolist()
+    [2.0, 2.0, 2.0]
+    >>> unbroadcast(np.ones((2, 3)), (2, 1)).tolist()
+    [[3.0], [3.0]]
+    """
+    if grad.shape == shape:
+        return grad
+    extra = grad.ndim - len(shape)
+    if extra:
+        grad = grad.sum(axis=tuple(range(extra)))
+    kept = tuple(i for i, n in enumerate(shape) if n == 1 and grad.shape[i] != 1)
+    if kept:
+        grad = grad.sum(axis=kept, keepdims=True)
+    return grad
+
+
+BackwardFn = Callable[[np.ndarray], Sequence["np.ndarray | None"]]
+
+
+# ----------------------------------------------------------------------------
+# Tensor
+# ----------------------------------------------------------------------------
+class Tensor:
+    """A float64 array that can record how it was made and carry a gradient.
+
+    Args:
+        data: anything `np.array` accepts (number, nested list, ndarray, another
+            Tensor's data). Ints and bools become float64 (no integer gradients).
+            The data is copied.
+        requires_grad: make this a leaf whose `.grad` is filled by `backward()`.
+
+    Attributes:
+        data: `np.ndarray`, float64.
+        grad: None until a backward pass reaches this leaf, then an ndarray shaped
+            like `data`; later passes add to it (like PyTorch).
+        requires_grad: whether gradients flow to / through this tensor.
+
+    Operators `+ - * / ** @`, unary `-`, their reflected forms (`2 - t`, `1 / t`),
+    indexing and the methods `.sum() .mean() .max() .reshape() .transpose() .T`
+    all delegate to the functional ops of `glassllm.autograd` (L1.1, L2.1).
+
+    Example:
+        >>> x = Tensor([[1.0, 2.0], [3.0, 4.0]], requires_grad=True)
+        >>> y = (x * x).sum()
+        >>> y.backward()
+        >>> x.grad.tolist()
+        [[2.0, 4.0], [6.0, 8.0]]
+    """
+
+    __slots__ = ("data", "grad", "requires_grad", "_parents", "_backward", "_op", "_retain")
+    # Make NumPy defer to our reflected operators: `np.ones(2) + t` -> t.__radd__.
+    __array_ufunc__ = None
+
+    def __init__(self, data: Any, requires_grad: bool = False) -> None:
+        if isinstance(data, Tensor):
+            data = data.data
+        self.data: np.ndarray = np.array(data, dtype=np.float64)
+        self.grad: np.ndarray | None = None
+        self.requires_grad: bool = bool(requires_grad)
+        self._parents: tuple[Tensor, ...] = ()
+        self._backward: BackwardFn | None = None
+        self._op: str = ""
+        self._retain: bool = False
+
+    @classmethod
+    def _make(
+        cls, data: Any, parents: tuple[Tensor, ...], op: str, backward: BackwardFn
+    ) -> Tensor:
+        """Build an op's result; it joins the graph only if a parent requires grad (L0.3)."""
+        t = cls.__new__(cls)
+        t.data = np.asarray(data, dtype=np.float64)
+        t.grad = None
+        t._op = op
+        t._retain = False
+        t.requires_grad = _GRAD_ENABLED.get() and any(p.requires_grad for p in parents)
+        t._parents = parents if t.requires_grad else ()
+        t._backward = backward if t.requires_grad else None
+        return t
+
+    # -- small properties -----------------------------------------------------
+    @property
+    def shape(self) -> tuple[int, ...]:
+        return self.data.shape
+
+    @property
+    def ndim(self) -> int:
+        return self.data.ndim
+
+    @property
+    def size(self) -> int:
+        return self.data.size
+
+    @property
+    def dtype(self) -> np.dtype:
+        return self.data.dtype
+
+    @property
+    def op(self) -> str:
+        """Name of the op that made this tensor ('' for a leaf)."""
+        return self._op
+
+    @property
+    def is_leaf(self) -> bool:
+        return self._backward is None
+
+    def __repr__(self) -> str:
+        body = np.array2string(self.data, separator=", ", precision=6, threshold=64)
+        extra = ""
+        if self.requires_grad:
+            extra += ", requires_grad=True"
+        if self._op:
+            extra += f", op={self._op!r}"
+        return f"Tensor({body}{extra})"
+
+    def __array__(self, dtype: Any = None, copy: Any = None) -> np.ndarray:
+        # np.asarray(t) gives the data (a constant: NumPy functions build no graph).
+        return self.data if dtype is None else self.data.astype(dtype)
+
+    def __len__(self) -> int:
+        return len(self.data)
+
+    def item(self) -> float:
+        """The value of a one-element tensor as a Python float (ValueError otherwise)."""
+        if self.data.size != 1:
+            raise ValueError(
+                f"item() needs a tensor with exactly one element, got shape {self.shape}"
+            )
+        return float(self.data.reshape(()))
+
+    def numpy(self) -> np.ndarray:
+        """The data as an ndarray (shared, not copied)."""
+        return self.data
+
+    def detach(self) -> Tensor:
+        """A constant Tensor sharing this tensor's data, cut from the graph."""
+        t = Tensor.__new__(Tensor)
+        t.data, t.grad, t.requires_grad = self.data, None, False
+        t._parents, t._backward, t._op, t._retain = (), None, "", False
+        return t
+
+    def zero_grad(self) -> None:
+        """Forget the accumulated gradient (`.grad = None`)."""
+        self.grad = None
+
+    def retain_grad(self) -> Tensor:
+        """Keep the gradient of this non-leaf tensor in `.grad` during backward."""
+        self._retain = True
+        return self
+
+    # -- the engine -------------------------------------------------------------
+    def backward(self, grad_output: Any = None) -> None:
+        """Reverse-mode differentiation from this tensor (the chain rule, L0.5).
+
+        Args:
+            grad_output: the gradient of some scalar with respect to this tensor,
+                shaped like it (vector-Jacobian product seed). May be omitted only
+                for a one-element tensor, where it defaults to 1.
+
+        Every leaf that requires grad gets `.grad += dL/dleaf`, shaped like its
+        data. Gradients from every use of a tensor are summed.
+
+        Raises:
+            RuntimeError: this tensor does not require grad (no graph to walk).
+            ValueError: `grad_output` omitted for a tensor with more than one
+                element, or its shape differs from this tensor's.
+        """
+        if not self.requires_grad:
+            raise RuntimeError(
+                "backward(): this tensor does not require grad; make an input with "
+                "Tensor(..., requires_grad=True) and do not build it under no_grad"
+            )
+        if grad_output is None:
+            if self.data.size != 1:
+                raise ValueError(
+                    f"backward(): the output has shape {self.shape}, not one element; pass "
+                    "grad_output (an array of that shape) or reduce it first, e.g. .sum()"
+                )
+            seed = np.ones_like(self.data)
+        else:
+            if isinstance(grad_output, Tensor):
+                grad_output = grad_output.data
+            seed = np.asarray(grad_output, dtype=np.float64)
+            if seed.shape != self.shape:
+                raise ValueError(
+                    f"backward(): grad_output has shape {seed.shape} but the output has "
+                    f"shape {self.shape}; they must match"
+                )
+
+        grads: dict[int, np.ndarray] = {id(self): seed}
+        for node in reversed(_topological_order(self)):
+            g = grads.pop(id(node), None)
+            if g is None:
+                continue
+            if node._backward is None or node._retain:  # a leaf, or asked to keep it
+                node.grad = np.array(g, dtype=np.float64) if node.grad is None else node.grad + g
+            if node._backward is None:
+                continue
+            for parent, pg in zip(node._parents, node._backward(g)):
+                if pg is None or not parent.requires_grad:
+                    continue
+                if pg.shape != parent.data.shape:  # an op's bug, never the user's
+                    raise AssertionError(
+                        f"{node._op} backward gave a gradient of shape {pg.shape} "
+                        f"for an input of shape {parent.data.shape}"
+                    )
+                key = id(parent)
+                grads[key] = pg if key not in grads else grads[key] + pg
+
+    # -- operators delegate to glassllm.autograd (imported lazily: no cycle) ---
+    def __add__(self, other: Any) -> Tensor:
+        return _ops().add(self, other)
+
+    def __radd__(self, other: Any) -> Tensor:
+        return _ops().add(other, self)
+
+    def __sub__(self, other: Any) -> Tensor:
+        return _ops().sub(self, other)
+
+    def __rsub__(self, other: Any) -> Tensor:
+        return _ops().sub(other, self)
+
+    def __mul__(self, other: Any) -> Tensor:
+        return _ops().mul(self, other)
+
+    def __rmul__(self, other: Any) -> Tensor:
+        return _ops().mul(other, self)
+
+    def __truediv__(self, other: Any) -> Tensor:
+        return _ops().div(self, other)
+
+    def __rtruediv__(self, other: Any) -> Tensor:
+        return _ops().div(other, self)
+
+    def __neg__(self) -> Tensor:
+        return _ops().neg(self)
+
+    def __pos__(self) -> Tensor:
+        return self
+
+    def __pow__(self, exponent: Any) -> Tensor:
+        return _ops().pow(self, exponent)
+
+    def __rpow__(self, base: Any) -> Tensor:
+        # base ** t == exp(t * log(base)): the base is a constant, t is differentiable.
+        ops = _ops()
+        return ops.exp(ops.mul(self, np.log(np.asarray(base, dtype=np.float64))))
+
+    def __matmul__(self, other: Any) -> Tensor:
+        return _ops().matmul(self, other)
+
+    def __rmatmul__(self, other: Any) -> Tensor:
+        return _ops().matmul(other, self)
+
+    def __getitem__(self, index: Any) -> Tensor:
+        return _ops().getitem(self, index)
+
+    def sum(self, axis: Any = None, keepdims: bool = False) -> Tensor:
+        return _ops().tsum(self, axis=axis, keepdims=keepdims)
+
+    def mean(self, axis: Any = None, keepdims: bool = False) -> Tensor:
+        return _ops().mean(self, axis=axis, keepdims=keepdims)
+
+    def max(self, axis: Any = None, keepdims: bool = False) -> Tensor:
+        return _ops().max(self, axis=axis, keepdims=keepdims)
+
+    def exp(self) -> Tensor:
+        return _ops().exp(self)
+
+    def log(self) -> Tensor:
+        return _ops().log(self)
+
+    def reshape(self, *shape: Any) -> Tensor:
+        """`t.reshape(2, 3)` or `t.reshape((2, 3))`, like NumPy."""
+        if len(shape) == 1 and not isinstance(shape[0], (int, np.integer)):
+            shape = tuple(shape[0])
+        return _ops().reshape(self, shape)
+
+    def transpose(self, *axes: Any) -> Tensor:
+        """`t.transpose()` reverses the axes; `t.transpose(1, 0, 2)` permutes them."""
+        if len(axes) == 1 and (axes[0] is None or not isinstance(axes[0], (int, np.integer))):
+            axes = axes[0]
+        return _ops().transpose(self, axes if axes else None)
+
+    @property
+    def T(self) -> Tensor:
+        """All axes reversed, like `ndarray.T`."""
+        return _ops().transpose(self, None)
+
+
+def _topological_order(root: Tensor) -> list[Tensor]:
+    """Every tensor `root` depends on (through grad-requiring edges), parents first.
+
+    Iterative depth-first post-order: no recursion, so graph depth is unbounded.
+    """
+    order: list[Tensor] = []
+    visited: set[int] = set()
+    stack: list[tuple[Tensor, bool]] = [(root, False)]
+    while stack:
+        node, expanded = stack.pop()
+        if expanded:
+            order.append(node)
+            continue
+        if id(node) in visited:
+            continue
+        visited.add(id(node))
+        stack.append((node, True))
+        for parent in node._parents:
+            if parent.requires_grad and id(parent) not in visited:
+                stack.append((parent, False))
+    return order
+
+
+_AUTOGRAD = None
+
+
+def _ops():
+    """glassllm.autograd, imported on first use (it imports this module)."""
+    global _AUTOGRAD
+    if _AUTOGRAD is None:
+        from glassllm import autograd
+
+        _AUTOGRAD = autograd
+    return _AUTOGRAD
