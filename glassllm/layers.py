@@ -1,0 +1,620 @@
+"""The layers reference (SPEC L7): the pieces of a llama-style transformer, top-down.
+
+Read in this order: the config → ``rope_angles`` → ``rms_norm`` → ``linear`` →
+``attention`` → ``swiglu`` → ``transformer_block`` → the modules that hold the weights
+(``Linear``, ``Embedding``, ``RMSNorm``, ``Attention``, ``SwiGLU``, ``Block``,
+``GlassLM``).
+
+Every layer exists twice: as a *functional form* that takes its weights as explicit
+arguments (so a gradient sandbox can show the gradient of each weight), and as a
+*module* that owns those weights and calls the functional form. Everything is composed
+from ``glassllm.autograd`` only; there is no hand-written backward in this file.
+
+Shape letters (STYLE.md): B batch · n sequence length · d model width · H query heads ·
+Hkv key/value heads · dk head dimension · V vocabulary · F feed-forward width ·
+N rows of a loss batch.
+
+Names follow Meta's llama ``model.py``: ``wq wk wv wo`` (attention), ``w1 w2 w3``
+(feed-forward), ``n_kv_heads``.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from collections.abc import Iterator
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+import numpy as np
+
+from glassllm import Tensor, no_grad
+from glassllm.autograd import (
+    cross_entropy,
+    embedding,
+    masked_fill,
+    matmul,
+    pow,
+    repeat_kv,
+    reshape,
+    rope,
+    silu,
+    softmax,
+    softmax_np,
+    transpose,
+    tsum,
+)
+
+__all__ = [
+    "Attention",
+    "Block",
+    "Embedding",
+    "GlassConfig",
+    "GlassLM",
+    "Linear",
+    "Module",
+    "RMSNorm",
+    "SwiGLU",
+    "attention",
+    "linear",
+    "rms_norm",
+    "rope_angles",
+    "swiglu",
+    "transformer_block",
+]
+
+
+# ---------------------------------------------------------------------------------------
+# Config
+# ---------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class GlassConfig:
+    """Hyper-parameters of a ``GlassLM``. Frozen: a model never changes shape.
+
+    The defaults are the *tiny* model: a byte-level (V=256) two-layer transformer with
+    grouped-query attention (H=4 query heads share Hkv=2 key/value heads) that trains on
+    the shipped corpus in seconds on a laptop CPU.
+    """
+
+    vocab: int = 256  # V: byte-level tokenizer
+    d_model: int = 64  # d
+    n_layers: int = 2
+    n_heads: int = 4  # H
+    n_kv_heads: int = 2  # Hkv (GQA); equal to n_heads gives plain multi-head attention
+    ffn_hidden: int = 192  # F: SwiGLU width (llama uses ~8/3·d, rounded)
+    rope_theta: float = 10000.0
+    norm_eps: float = 1e-6
+    max_seq_len: int = 64  # longest context the model is run on
+    seed: int = 0  # seeds the weight initialisation
+
+    def __post_init__(self) -> None:
+        _check_heads(self.d_model, self.n_heads, self.n_kv_heads)
+        if (self.d_model // self.n_heads) % 2:
+            raise ValueError(
+                f"head dimension d_model/n_heads = {self.d_model}/{self.n_heads} = "
+                f"{self.d_model // self.n_heads} must be even for RoPE"
+            )
+
+    def to_json(self) -> str:
+        return json.dumps(asdict(self), indent=2)
+
+    @classmethod
+    def from_json(cls, text: str) -> GlassConfig:
+        return cls(**json.loads(text))
+
+
+def _check_heads(d: int, n_heads: int, n_kv_heads: int) -> None:
+    """Raise ValueError unless H divides d and Hkv divides H (messages name both numbers)."""
+    if n_heads <= 0 or n_kv_heads <= 0:
+        raise ValueError(f"n_heads ({n_heads}) and n_kv_heads ({n_kv_heads}) must be positive")
+    if d % n_heads:
+        raise ValueError(f"d_model {d} is not divisible by n_heads {n_heads}")
+    if n_heads % n_kv_heads:
+        raise ValueError(f"n_heads {n_heads} is not divisible by n_kv_heads {n_kv_heads}")
+
+
+# ---------------------------------------------------------------------------------------
+# RoPE angles
+# ---------------------------------------------------------------------------------------
+
+
+def rope_angles(
+    n: int, dk: int, theta: float = 10000.0, offset: int = 0
+) -> tuple[np.ndarray, np.ndarray]:
+    """Cosine and sine tables for rotary position embedding (the "precompute" half of RoPE).
+
+    angle[p, i] = (p + offset) · theta^(-2i/dk), for positions p < n and pairs i < dk/2.
+    ``autograd.rope`` then rotates pair i of a head vector at position p by angle[p, i]:
+    (x0, x1) → (x0 cos − x1 sin, x0 sin + x1 cos), which is exactly the complex product
+    (x0 + i·x1) · e^{i·angle} — llama's ``precompute_freqs_cis`` stores the same numbers
+    as complex ``freqs_cis``. Because rotations compose, the dot product of a rotated
+    query at position p and a rotated key at position s depends only on p − s.
+
+    Shapes:
+        cos, sin: (n, dk/2), plain float64 arrays (tables, not Tensors: L0.6).
+
+    Backward:
+        none: the tables are constants; ``rope`` never differentiates them (L0.6).
+
+    Raises:
+        ValueError: ``dk`` is odd (coordinates are rotated in pairs), or not positive.
+
+    Example:
+        >>> cos, sin = rope_angles(2, 4)
+        >>> cos.shape
+        (2, 2)
+        >>> np.allclose(sin[1], [np.sin(1.0), np.sin(0.01)])
+        True
+
+    SPEC L6.2, L7. Su et al. 2021, "RoFormer: Enhanced Transformer with Rotary Position
+    Embedding".
+    """
+    if dk <= 0 or dk % 2:
+        raise ValueError(f"dk must be a positive even number for RoPE pairs, got dk={dk}")
+    inv_freq = theta ** (-np.arange(0, dk, 2, dtype=np.float64) / dk)  # (dk/2,): theta^(-2i/dk)
+    positions = np.arange(offset, offset + n, dtype=np.float64)  # (n,)
+    angles = np.outer(positions, inv_freq)  # (n, dk/2)
+    return np.cos(angles), np.sin(angles)
+
+
+# ---------------------------------------------------------------------------------------
+# RMSNorm
+# ---------------------------------------------------------------------------------------
+
+
+def rms_norm(x: Tensor, weight: Tensor, eps: float = 1e-6) -> Tensor:
+    """Root-mean-square normalisation of the last axis, then a learned per-feature gain.
+
+    out = x / sqrt(mean(x², last axis) + eps) · weight. Unlike LayerNorm there is no
+    mean subtraction and no bias: only the scale of each vector is fixed.
+
+    Shapes:
+        x: (..., d); weight: (d,); out: (..., d).
+
+    Backward (composed from autograd ops, so it falls out of the chain rule):
+        x: weight·g/r − x · sum(x·weight·g, last axis) / (d · r³), with r = sqrt(mean(x²)+eps)
+        weight: sum over leading axes of g · x / r
+
+    Raises:
+        ValueError / NumPy errors when weight does not broadcast against x's last axis.
+
+    Example:
+        >>> rms_norm(Tensor([[3.0, 4.0]]), Tensor([1.0, 2.0]), eps=0.0).data.round(4)
+        array([[0.8485, 2.2627]])
+
+    SPEC L7. Zhang & Sennrich 2019, "Root Mean Square Layer Normalization".
+    """
+    d = x.shape[-1]
+    mean_square = tsum(x * x, axis=-1, keepdims=True) / d  # (..., 1)
+    inv_rms = pow(mean_square + eps, -0.5)  # (..., 1)
+    return x * inv_rms * weight  # (..., d)
+
+
+# ---------------------------------------------------------------------------------------
+# Linear
+# ---------------------------------------------------------------------------------------
+
+
+def linear(x: Tensor, weight: Tensor) -> Tensor:
+    """A bias-free linear layer: out = x @ weight.
+
+    Convention: ``weight`` is stored (d_in, d_out), so the product reads left to right
+    like the math. PyTorch's ``nn.Linear.weight`` is stored (out, in) and computes
+    x @ W.T, so our weight equals ``torch_linear.weight.T``.
+
+    Shapes:
+        x: (..., d_in); weight: (d_in, d_out); out: (..., d_out).
+
+    Backward:
+        x: g @ weight.T
+        weight: x.T @ g, summed over every leading (batch) axis
+
+    Raises:
+        ValueError: x's last axis does not match weight's first (NumPy's matmul error).
+
+    Example:
+        >>> linear(Tensor([[1.0, 2.0]]), Tensor([[1.0, 0.0, 1.0], [0.0, 1.0, 1.0]])).data
+        array([[1., 2., 3.]])
+
+    SPEC L7.
+    """
+    return matmul(x, weight)  # (..., d_out)
+
+
+# ---------------------------------------------------------------------------------------
+# Attention
+# ---------------------------------------------------------------------------------------
+
+
+def attention(
+    x: Tensor,
+    wq: Tensor,
+    wk: Tensor,
+    wv: Tensor,
+    wo: Tensor,
+    n_heads: int,
+    n_kv_heads: int,
+    cos: np.ndarray,
+    sin: np.ndarray,
+) -> Tensor:
+    """Causal grouped-query self-attention with rotary positions.
+
+    q, k, v = x@wq, x@wk, x@wv, split into heads; q and k rotated by RoPE; each of the
+    Hkv key/value heads is shared by H/Hkv adjacent query heads (``repeat_kv``);
+    weights = softmax(q·kᵀ/√dk with the future masked to −inf); out = (weights·v) @ wo.
+    With Hkv == H this is ordinary multi-head attention; with Hkv == 1 it is multi-query
+    attention.
+
+    Shapes:
+        x: (B, n, d); wq: (d, H·dk); wk, wv: (d, Hkv·dk); wo: (H·dk, d), with dk = d/H;
+        cos, sin: (n, dk/2) from ``rope_angles``; out: (B, n, d).
+
+    Backward (composed: matmul, reshape, transpose, rope, repeat_kv, masked_fill, softmax):
+        x, wq, wk, wv, wo: by the chain rule through those ops
+        n_heads, n_kv_heads: not differentiable (integers, L2.4)
+        cos, sin: not differentiable (trig tables, L0.6)
+
+    Raises:
+        ValueError: d not divisible by H, or H not divisible by Hkv (names both numbers);
+            cos/sin not shaped (n, dk/2).
+
+    Example:
+        >>> rng = np.random.default_rng(0)
+        >>> w = [Tensor(rng.normal(size=s)) for s in [(8, 8), (8, 4), (8, 4), (8, 8)]]
+        >>> cos, sin = rope_angles(3, 4)
+        >>> attention(Tensor(rng.normal(size=(1, 3, 8))), *w, 2, 1, cos, sin).shape
+        (1, 3, 8)
+
+    SPEC L3.5, L6, L7. Vaswani et al. 2017 (attention); Su et al. 2021 (RoPE);
+    Ainslie et al. 2023, "GQA: Training Generalized Multi-Query Transformer Models".
+    """
+    B, n, d = x.shape
+    _check_heads(d, n_heads, n_kv_heads)
+    dk = d // n_heads
+    if np.shape(cos) != (n, dk // 2) or np.shape(sin) != (n, dk // 2):
+        raise ValueError(
+            f"cos and sin must be (n, dk/2) = ({n}, {dk // 2}), "
+            f"got {np.shape(cos)} and {np.shape(sin)}"
+        )
+
+    q = reshape(linear(x, wq), (B, n, n_heads, dk))  # (B, n, H, dk)
+    k = reshape(linear(x, wk), (B, n, n_kv_heads, dk))  # (B, n, Hkv, dk)
+    v = reshape(linear(x, wv), (B, n, n_kv_heads, dk))  # (B, n, Hkv, dk)
+    q = transpose(q, (0, 2, 1, 3))  # (B, H, n, dk)
+    k = transpose(k, (0, 2, 1, 3))  # (B, Hkv, n, dk)
+    v = transpose(v, (0, 2, 1, 3))  # (B, Hkv, n, dk)
+
+    q = rope(q, cos, sin)  # (B, H, n, dk)
+    k = rope(k, cos, sin)  # (B, Hkv, n, dk)
+    k = repeat_kv(k, n_heads // n_kv_heads)  # (B, H, n, dk)
+    v = repeat_kv(v, n_heads // n_kv_heads)  # (B, H, n, dk)
+
+    scores = matmul(q, transpose(k, (0, 1, 3, 2))) / math.sqrt(dk)  # (B, H, n, n)
+    future = np.triu(np.ones((n, n), dtype=bool), k=1)  # (n, n): True above the diagonal
+    weights = softmax(masked_fill(scores, future, -np.inf), axis=-1)  # (B, H, n, n)
+    heads = matmul(weights, v)  # (B, H, n, dk)
+
+    merged = reshape(transpose(heads, (0, 2, 1, 3)), (B, n, n_heads * dk))  # (B, n, d)
+    return linear(merged, wo)  # (B, n, d)
+
+
+# ---------------------------------------------------------------------------------------
+# SwiGLU feed-forward
+# ---------------------------------------------------------------------------------------
+
+
+def swiglu(x: Tensor, w1: Tensor, w2: Tensor, w3: Tensor) -> Tensor:
+    """The SwiGLU feed-forward: out = (silu(x @ w1) · (x @ w3)) @ w2.
+
+    w1 is the *gate* projection, w3 the *up* projection, w2 the *down* projection (the
+    names of Meta's llama). The gate, passed through silu(z) = z·sigmoid(z), multiplies
+    the up projection element-wise before projecting back to width d.
+
+    Shapes:
+        x: (..., d); w1, w3: (d, F); w2: (F, d); out: (..., d).
+
+    Backward (composed), with a = x@w1, b = x@w3, h = silu(a)·b:
+        w2: h.T @ g;  w3: x.T @ ((g @ w2.T) · silu(a));  w1: x.T @ ((g @ w2.T) · b · silu'(a))
+        x: the sum of the two paths back through w1 and w3
+
+    Raises:
+        ValueError: inner dimensions do not match (NumPy's matmul error).
+
+    Example:
+        >>> one = Tensor(np.eye(2))
+        >>> swiglu(Tensor([[0.0, 2.0]]), one, one, one).data.round(4)
+        array([[0.    , 3.5232]])
+
+    SPEC L7. Shazeer 2020, "GLU Variants Improve Transformer".
+    """
+    gate = silu(linear(x, w1))  # (..., F)
+    up = linear(x, w3)  # (..., F)
+    return linear(gate * up, w2)  # (..., d)
+
+
+# ---------------------------------------------------------------------------------------
+# Transformer block
+# ---------------------------------------------------------------------------------------
+
+
+def transformer_block(
+    x: Tensor,
+    attn_norm: Tensor,
+    wq: Tensor,
+    wk: Tensor,
+    wv: Tensor,
+    wo: Tensor,
+    ffn_norm: Tensor,
+    w1: Tensor,
+    w2: Tensor,
+    w3: Tensor,
+    n_heads: int,
+    n_kv_heads: int,
+    cos: np.ndarray,
+    sin: np.ndarray,
+    eps: float = 1e-6,
+) -> Tensor:
+    """One pre-norm transformer block: two residual additions onto the stream x.
+
+    h = x + attention(rms_norm(x, attn_norm)); out = h + swiglu(rms_norm(h, ffn_norm)).
+
+    Shapes:
+        x: (B, n, d); attn_norm, ffn_norm: (d,); wq: (d, H·dk); wk, wv: (d, Hkv·dk);
+        wo: (H·dk, d); w1, w3: (d, F); w2: (F, d); cos, sin: (n, dk/2); out: (B, n, d).
+
+    Backward (composed): each weight through its layer; x gets the identity path of
+        both residuals plus the paths through attention and the feed-forward.
+        n_heads, n_kv_heads, cos, sin, eps: not differentiable (L0.6, L2.4).
+
+    Raises:
+        ValueError: as ``attention`` (head counts, table shapes).
+
+    Example:
+        >>> rng = np.random.default_rng(0)
+        >>> shapes = [(4,), (4, 4), (4, 2), (4, 2), (4, 4), (4,), (4, 6), (6, 4), (4, 6)]
+        >>> w = [Tensor(rng.normal(size=s)) for s in shapes]
+        >>> cos, sin = rope_angles(3, 2)
+        >>> transformer_block(Tensor(rng.normal(size=(1, 3, 4))), *w, 2, 1, cos, sin).shape
+        (1, 3, 4)
+
+    SPEC L7. The pre-norm arrangement of llama (Touvron et al. 2023).
+    """
+    h = x + attention(rms_norm(x, attn_norm, eps), wq, wk, wv, wo, n_heads, n_kv_heads, cos, sin)
+    return h + swiglu(rms_norm(h, ffn_norm, eps), w1, w2, w3)  # (B, n, d)
+
+
+# ---------------------------------------------------------------------------------------
+# Modules: objects that own weights and call the functional forms above
+# ---------------------------------------------------------------------------------------
+
+
+class Module:
+    """Base class: finds parameters (Tensors that require grad) among attributes.
+
+    Attributes that are Tensors with ``requires_grad`` are parameters; attributes that are
+    Modules, or lists of Modules, are searched recursively, giving dotted names such as
+    ``blocks.0.attn.wq``.
+    """
+
+    def named_parameters(self, prefix: str = "") -> Iterator[tuple[str, Tensor]]:
+        for name, value in vars(self).items():
+            if isinstance(value, Tensor) and value.requires_grad:
+                yield prefix + name, value
+            elif isinstance(value, Module):
+                yield from value.named_parameters(f"{prefix}{name}.")
+            elif isinstance(value, list):
+                for i, item in enumerate(value):
+                    if isinstance(item, Module):
+                        yield from item.named_parameters(f"{prefix}{name}.{i}.")
+
+    def parameters(self) -> list[Tensor]:
+        return [p for _, p in self.named_parameters()]
+
+    def zero_grad(self) -> None:
+        for p in self.parameters():
+            p.grad = None
+
+    def state_dict(self) -> dict[str, np.ndarray]:
+        """Copies of every parameter's data, keyed by dotted name."""
+        return {name: p.data.copy() for name, p in self.named_parameters()}
+
+    def load_state_dict(self, state: dict[str, np.ndarray]) -> None:
+        """Copy arrays into the parameters. Raises KeyError/ValueError on any mismatch."""
+        params = dict(self.named_parameters())
+        missing, unexpected = params.keys() - state.keys(), state.keys() - params.keys()
+        if missing or unexpected:
+            raise KeyError(
+                f"state dict mismatch: missing {sorted(missing)}, unexpected {sorted(unexpected)}"
+            )
+        for name, p in params.items():
+            value = np.asarray(state[name], dtype=np.float64)
+            if value.shape != p.data.shape:
+                raise ValueError(f"{name}: expected shape {p.data.shape}, got {value.shape}")
+            p.data[...] = value
+
+    def save(self, path: str | Path) -> None:
+        """Write the state dict to an ``.npz`` file (plain arrays, no pickle)."""
+        with open(path, "wb") as f:
+            np.savez(f, **self.state_dict())
+
+    def load(self, path: str | Path) -> None:
+        """Read an ``.npz`` written by ``save`` (``allow_pickle=False``)."""
+        with np.load(path, allow_pickle=False) as archive:
+            self.load_state_dict({name: archive[name] for name in archive.files})
+
+    def __call__(self, *args, **kwargs):
+        return self.forward(*args, **kwargs)
+
+
+def _param(rng: np.random.Generator, shape: tuple[int, ...], std: float) -> Tensor:
+    return Tensor(rng.normal(0.0, std, size=shape), requires_grad=True)
+
+
+class Linear(Module):
+    """Owns ``weight`` (d_in, d_out), initialised N(0, 1/d_in); calls ``linear``."""
+
+    def __init__(self, d_in: int, d_out: int, rng: np.random.Generator, std: float | None = None):
+        self.weight = _param(rng, (d_in, d_out), std if std is not None else d_in**-0.5)
+
+    def forward(self, x: Tensor) -> Tensor:
+        return linear(x, self.weight)  # (..., d_out)
+
+
+class Embedding(Module):
+    """Owns ``weight`` (V, d); ``forward(ids)`` reads rows (``autograd.embedding``)."""
+
+    def __init__(self, vocab: int, d: int, rng: np.random.Generator):
+        self.weight = _param(rng, (vocab, d), 1.0)
+
+    def forward(self, ids: np.ndarray) -> Tensor:
+        return embedding(self.weight, ids)  # (B, n, d)
+
+
+class RMSNorm(Module):
+    """Owns the gain ``weight`` (d,), initialised to ones; calls ``rms_norm``."""
+
+    def __init__(self, d: int, eps: float = 1e-6):
+        self.eps = eps
+        self.weight = Tensor(np.ones(d), requires_grad=True)
+
+    def forward(self, x: Tensor) -> Tensor:
+        return rms_norm(x, self.weight, self.eps)  # (..., d)
+
+
+class Attention(Module):
+    """Owns ``wq wk wv wo``; calls ``attention``. ``wo`` starts smaller (residual scaling)."""
+
+    def __init__(
+        self, d: int, n_heads: int, n_kv_heads: int, rng: np.random.Generator, out_std: float
+    ):
+        _check_heads(d, n_heads, n_kv_heads)
+        self.n_heads, self.n_kv_heads = n_heads, n_kv_heads
+        dk = d // n_heads
+        self.wq = _param(rng, (d, n_heads * dk), d**-0.5)
+        self.wk = _param(rng, (d, n_kv_heads * dk), d**-0.5)
+        self.wv = _param(rng, (d, n_kv_heads * dk), d**-0.5)
+        self.wo = _param(rng, (n_heads * dk, d), out_std)
+
+    def forward(self, x: Tensor, cos: np.ndarray, sin: np.ndarray) -> Tensor:
+        return attention(
+            x, self.wq, self.wk, self.wv, self.wo, self.n_heads, self.n_kv_heads, cos, sin
+        )  # (B, n, d)
+
+
+class SwiGLU(Module):
+    """Owns ``w1`` (gate), ``w3`` (up), ``w2`` (down); calls ``swiglu``."""
+
+    def __init__(self, d: int, hidden: int, rng: np.random.Generator, out_std: float):
+        self.w1 = _param(rng, (d, hidden), d**-0.5)
+        self.w3 = _param(rng, (d, hidden), d**-0.5)
+        self.w2 = _param(rng, (hidden, d), out_std)
+
+    def forward(self, x: Tensor) -> Tensor:
+        return swiglu(x, self.w1, self.w2, self.w3)  # (..., d)
+
+
+class Block(Module):
+    """Pre-norm block; ``forward`` is ``transformer_block`` written with the modules."""
+
+    def __init__(self, config: GlassConfig, rng: np.random.Generator):
+        d = config.d_model
+        out_std = (d**-0.5) / math.sqrt(2 * config.n_layers)  # GPT-2's residual scaling
+        self.attn_norm = RMSNorm(d, config.norm_eps)
+        self.attn = Attention(d, config.n_heads, config.n_kv_heads, rng, out_std)
+        self.ffn_norm = RMSNorm(d, config.norm_eps)
+        self.ffn = SwiGLU(d, config.ffn_hidden, rng, out_std * math.sqrt(d / config.ffn_hidden))
+
+    def forward(self, x: Tensor, cos: np.ndarray, sin: np.ndarray) -> Tensor:
+        h = x + self.attn(self.attn_norm(x), cos, sin)  # (B, n, d): residual 1
+        return h + self.ffn(self.ffn_norm(h))  # (B, n, d): residual 2
+
+
+class GlassLM(Module):
+    """A tiny llama-style language model: embedding → blocks → RMSNorm → linear head.
+
+    ``forward(ids)`` gives next-token logits (B, n, V); ``loss(ids, targets)`` their mean
+    cross-entropy; ``generate`` samples continuations. Weights are drawn from
+    ``np.random.default_rng(config.seed)`` in a fixed order, so a config fixes the model.
+
+    Example:
+        >>> config = GlassConfig(d_model=16, n_layers=1, n_heads=2, n_kv_heads=1, ffn_hidden=32)
+        >>> model = GlassLM(config)
+        >>> model(np.array([[72, 105]])).shape
+        (1, 2, 256)
+        >>> [name for name, _ in model.named_parameters()][:3]
+        ['tok_emb.weight', 'blocks.0.attn_norm.weight', 'blocks.0.attn.wq']
+    """
+
+    def __init__(self, config: GlassConfig | None = None):
+        self.config = config = config or GlassConfig()
+        rng = np.random.default_rng(config.seed)
+        self.tok_emb = Embedding(config.vocab, config.d_model, rng)
+        self.blocks = [Block(config, rng) for _ in range(config.n_layers)]
+        self.norm = RMSNorm(config.d_model, config.norm_eps)
+        self.head = Linear(config.d_model, config.vocab, rng)
+
+    def forward(self, ids: np.ndarray) -> Tensor:
+        ids = np.asarray(ids)
+        n = ids.shape[-1]  # ids: (B, n)
+        if ids.ndim != 2:
+            raise ValueError(f"ids must be (B, n), got shape {ids.shape}")
+        if n > self.config.max_seq_len:
+            raise ValueError(f"sequence length {n} exceeds max_seq_len {self.config.max_seq_len}")
+        dk = self.config.d_model // self.config.n_heads
+        cos, sin = rope_angles(n, dk, self.config.rope_theta)  # (n, dk/2) each
+        x = self.tok_emb(ids)  # (B, n, d)
+        for block in self.blocks:
+            x = block(x, cos, sin)  # (B, n, d)
+        return self.head(self.norm(x))  # (B, n, V)
+
+    def loss(self, ids: np.ndarray, targets: np.ndarray) -> Tensor:
+        """Mean cross-entropy of next-token prediction: ids, targets (B, n) → scalar."""
+        logits = self.forward(ids)  # (B, n, V)
+        B, n, V = logits.shape
+        return cross_entropy(reshape(logits, (B * n, V)), np.asarray(targets).reshape(B * n))
+
+    def generate(
+        self,
+        ids: np.ndarray,
+        max_new_tokens: int,
+        temperature: float = 1.0,
+        top_k: int | None = None,
+        rng: np.random.Generator | None = None,
+    ) -> np.ndarray:
+        """Sample ``max_new_tokens`` after ``ids`` (1-D). temperature 0 means greedy.
+
+        The context is cropped to the last ``max_seq_len`` tokens; no KV cache, so every
+        step reruns the forward pass (clear, not fast).
+        """
+        rng = rng if rng is not None else np.random.default_rng(0)
+        out = [int(i) for i in np.asarray(ids).reshape(-1)]
+        with no_grad():
+            for _ in range(max_new_tokens):
+                context = np.array([out[-self.config.max_seq_len :]])  # (1, n)
+                logits = self.forward(context).data[0, -1]  # (V,)
+                if temperature <= 0:
+                    out.append(int(np.argmax(logits)))
+                    continue
+                logits = logits / temperature
+                if top_k is not None and 0 < top_k < logits.size:
+                    kth = np.sort(logits)[-top_k]
+                    logits = np.where(logits < kth, -np.inf, logits)
+                probs = softmax_np(logits)  # (V,)
+                out.append(int(rng.choice(logits.size, p=probs)))
+        return np.array(out, dtype=np.int64)
+
+    def save_checkpoint(self, path: str | Path) -> None:
+        """Write weights to ``path`` (.npz) and the config beside it (same name, .json)."""
+        path = Path(path)
+        self.save(path)
+        path.with_suffix(".json").write_text(self.config.to_json())
+
+    @classmethod
+    def from_checkpoint(cls, path: str | Path) -> GlassLM:
+        """Rebuild a model from ``save_checkpoint``'s .npz and .json pair."""
+        path = Path(path)
+        model = cls(GlassConfig.from_json(path.with_suffix(".json").read_text()))
+        model.load(path)
+        return model
