@@ -1,0 +1,311 @@
+"""The wire format of the gradient sandbox (SPEC H3): JSON values <-> NumPy, one kind at a time.
+
+Pure Python + NumPy, no web framework: the service (`service/`) and the expression
+evaluator (`glassllm.expr`) share it, so a notebook and the HTTP API read inputs the same way.
+
+Arrays travel as JSON numbers and nested lists of float64. Non-finite floats travel as the
+strings ``"NaN"``, ``"Infinity"``, ``"-Infinity"`` (``"nan"``, ``"inf"``, ``"-inf"`` are also
+accepted on input). Every refusal is a `WireError` that names the input and the rule broken.
+
+Speed: a large finite array never goes element by element through Python. `np.array` builds
+it in C; only arrays that hold strings (non-finite tokens) or booleans among numbers take
+the slow, exact path. The caller says whether booleans can be present at all
+(``maybe_bools``): the service passes ``b"true" in body or b"false" in body``, which is
+False for nearly every numeric request, so the check costs one byte search.
+
+Kinds (the ``kind`` of a registry input, see `glassllm.registry`):
+
+=========  ===========================================================================
+tensor     float64 array or number (L0.3); may be differentiable
+array      float64 array or number, a constant (pow's exponent, softmax_np's input)
+table      float64 array, a constant trig table (rope's cos / sin, L0.6)
+int_array  integer array or integer (ids, targets): ``1.5``, ``true``, ``"3"`` refused
+bool_mask  boolean array (``0`` / ``1`` integers accepted); strings refused
+number     one float, non-finite tokens accepted (masked_fill's value)
+int        one integer (repeat_kv's repeats)
+bool       ``true`` / ``false`` (keepdims)
+axis       null, an integer, or a list of integers
+axes       null or a list of integers (transpose)
+shape      an integer or a list of integers, ``-1`` allowed once (reshape)
+index      a NumPy index as JSON, see `decode_index`
+=========  ===========================================================================
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import numpy as np
+
+__all__ = [
+    "ARRAY_KINDS",
+    "KINDS",
+    "NONFINITE_IN",
+    "WireError",
+    "coerce",
+    "decode_index",
+    "encode_array",
+    "encode_index",
+]
+
+NONFINITE_IN = {
+    "NaN": math.nan, "nan": math.nan,
+    "Infinity": math.inf, "inf": math.inf,
+    "-Infinity": -math.inf, "-inf": -math.inf,
+}
+ARRAY_KINDS = frozenset({"tensor", "array", "table", "int_array", "bool_mask"})
+KINDS = ARRAY_KINDS | {"number", "int", "bool", "axis", "axes", "shape", "index"}
+
+
+class WireError(ValueError):
+    """A JSON value that does not fit its input's kind (HTTP 422, SPEC H4)."""
+
+    def __init__(self, name: str, rule: str):
+        super().__init__(f"input '{name}': {rule}")
+        self.input = name
+        self.rule = rule
+
+
+# --------------------------------------------------------------------------------------
+# scalars
+# --------------------------------------------------------------------------------------
+
+def _is_int(v: Any) -> bool:
+    return isinstance(v, int) and not isinstance(v, bool)
+
+
+def _float(name: str, v: Any) -> float:
+    """One JSON number (or non-finite token) as a Python float."""
+    if isinstance(v, float) or _is_int(v):
+        try:
+            return float(v)
+        except OverflowError:
+            raise WireError(name, f"the integer {v} is too large for float64") from None
+    if isinstance(v, str) and v in NONFINITE_IN:
+        return NONFINITE_IN[v]
+    raise WireError(name, f"must be a number or one of \"NaN\", \"Infinity\", \"-Infinity\";"
+                          f" got {_describe(v)}")
+
+
+def _int(name: str, v: Any) -> int:
+    if not _is_int(v):
+        raise WireError(name, f"must be an integer; got {_describe(v)}")
+    return v
+
+
+def _int_list(name: str, v: Any) -> tuple[int, ...]:
+    if not isinstance(v, list):
+        raise WireError(name, f"must be a list of integers; got {_describe(v)}")
+    return tuple(_int(name, item) for item in v)
+
+
+def _describe(v: Any) -> str:
+    """A short, safe description of a JSON value for error messages."""
+    if v is None:
+        return "null"
+    if isinstance(v, bool):
+        return "true" if v else "false"
+    if isinstance(v, str):
+        return f"the string {v[:20]!r}" + ("…" if len(v) > 20 else "")
+    if isinstance(v, list):
+        return "a list"
+    if isinstance(v, dict):
+        return "an object"
+    return repr(v)[:30]
+
+
+# --------------------------------------------------------------------------------------
+# arrays
+# --------------------------------------------------------------------------------------
+
+def _nested(name: str, value: Any) -> np.ndarray:
+    """Build an array with NumPy's own inference; ragged lists are refused (422)."""
+    try:
+        return np.array(value)
+    except (ValueError, TypeError, OverflowError) as exc:
+        raise WireError(name, f"must be a rectangular nested list (ragged lists are refused):"
+                              f" {exc}") from None
+
+
+def _exact_elements(name: str, value: list) -> np.ndarray:
+    """The slow, exact path: a rectangular object array of the JSON leaves."""
+    try:
+        arr = np.array(value, dtype=object)
+    except (ValueError, TypeError) as exc:
+        raise WireError(name, f"must be a rectangular nested list: {exc}") from None
+    for leaf in arr.flat:
+        if isinstance(leaf, list | dict):
+            raise WireError(name, "must be a rectangular nested list (ragged lists are refused)")
+    return arr
+
+
+def _float_array(name: str, value: Any, maybe_bools: bool) -> np.ndarray:
+    if not isinstance(value, list):
+        return np.array(_float(name, value))
+    arr = _nested(name, value)
+    if arr.dtype.kind in "iuf" and not maybe_bools:        # the fast path: all numbers
+        return arr.astype(np.float64, copy=False)
+    if arr.dtype.kind == "b":
+        raise WireError(name, "must hold numbers, not booleans")
+    leaves = _exact_elements(name, value)
+    out = np.empty(leaves.shape, dtype=np.float64)
+    flat = out.reshape(-1)
+    for i, leaf in enumerate(leaves.flat):
+        flat[i] = _float(name, leaf)
+    return out
+
+
+def _int_array(name: str, value: Any, maybe_bools: bool) -> np.ndarray:
+    if not isinstance(value, list):
+        return np.array(_int(name, value), dtype=np.int64)
+    arr = _nested(name, value)
+    if arr.dtype.kind in "iu" and not maybe_bools:
+        return arr.astype(np.int64, copy=False)
+    if arr.size == 0 and arr.dtype.kind == "f":             # [] has no element to refuse
+        return arr.astype(np.int64)
+    leaves = _exact_elements(name, value)
+    for leaf in leaves.flat:
+        if not _is_int(leaf):
+            raise WireError(name, f"must hold integers (indices); got {_describe(leaf)}")
+    try:
+        return leaves.astype(np.int64)
+    except OverflowError:
+        raise WireError(name, "holds an integer outside int64") from None
+
+
+def _bool_mask(name: str, value: Any, maybe_bools: bool) -> np.ndarray:
+    del maybe_bools
+    if isinstance(value, bool):
+        return np.array(value)
+    if _is_int(value) and value in (0, 1):
+        return np.array(bool(value))
+    if not isinstance(value, list):
+        raise WireError(name, f"must be booleans (true = masked); got {_describe(value)}")
+    arr = _nested(name, value)
+    if arr.dtype.kind == "b":
+        return arr
+    if arr.size == 0 and arr.dtype.kind == "f":
+        return arr.astype(bool)
+    if arr.dtype.kind in "iu" and np.isin(arr, (0, 1)).all():
+        return arr.astype(bool)
+    raise WireError(name, "must hold booleans (true / false, or 0 / 1); "
+                          f"got elements of type {arr.dtype.name}")
+
+
+def encode_array(arr: Any) -> Any:
+    """A NumPy result as a JSON-ready value: a float for 0-d, else nested lists.
+
+    Non-finite floats become "NaN" / "Infinity" / "-Infinity" so the JSON stays strict (H3).
+    """
+    arr = np.asarray(arr)
+    if arr.dtype.kind == "b":
+        return arr.tolist()
+    if arr.dtype.kind in "iu":
+        return arr.tolist()
+    arr = arr.astype(np.float64, copy=False)
+    if np.isfinite(arr).all():
+        return arr.tolist()
+    tokens = np.where(np.isnan(arr), "NaN", np.where(arr > 0, "Infinity", "-Infinity"))
+    obj = arr.astype(object)
+    bad = ~np.isfinite(arr)
+    obj[bad] = tokens[bad]
+    return obj.tolist()
+
+
+# --------------------------------------------------------------------------------------
+# indices (getitem)
+# --------------------------------------------------------------------------------------
+
+def decode_index(name: str, value: Any) -> Any:
+    """A NumPy index from JSON. One item, or a list of items meaning a tuple:
+
+    ``3`` → ``3``; ``null`` → ``np.newaxis``; ``"..."`` → ``Ellipsis``;
+    ``{"start": 1, "stop": null, "step": 2}`` → ``slice(1, None, 2)`` (keys optional);
+    ``{"array": [[0, 1], [1, 0]]}`` → an integer index array (advanced indexing);
+    ``{"mask": [true, false]}`` → a boolean index array.
+    Example: ``x[:, 1:, None, [0, 2]]`` is ``[{}, {"start": 1}, null, {"array": [0, 2]}]``.
+    A bare list is always a tuple of items, never an index array (NumPy's old ambiguity).
+    """
+    if isinstance(value, list):
+        return tuple(_index_item(name, item) for item in value)
+    return _index_item(name, value)
+
+
+def _index_item(name: str, item: Any) -> Any:
+    if item is None:
+        return None
+    if item == "...":
+        return Ellipsis
+    if _is_int(item):
+        return item
+    if isinstance(item, dict):
+        keys = set(item)
+        if keys <= {"start", "stop", "step"}:
+            parts = [item.get(k) for k in ("start", "stop", "step")]
+            for part in parts:
+                if part is not None and not _is_int(part):
+                    raise WireError(name, "slice start / stop / step must be integers or null")
+            if parts[2] == 0:
+                raise WireError(name, "slice step cannot be zero")
+            return slice(*parts)
+        if keys == {"array"}:
+            return _int_array(name, item["array"], maybe_bools=True)
+        if keys == {"mask"}:
+            return _bool_mask(name, item["mask"], maybe_bools=True)
+    raise WireError(name, 'index items are integers, null (new axis), "...", '
+                          '{"start","stop","step"} slices, {"array": ints} or {"mask": bools};'
+                          f" got {_describe(item)}")
+
+
+def encode_index(index: Any) -> Any:
+    """The inverse of `decode_index` (for examples and the page's "copy as curl")."""
+    if isinstance(index, tuple):
+        return [encode_index(i) for i in index]
+    if index is None or _is_int(index):
+        return index
+    if index is Ellipsis:
+        return "..."
+    if isinstance(index, slice):
+        return {"start": index.start, "stop": index.stop, "step": index.step}
+    arr = np.asarray(index)
+    return {"mask": arr.tolist()} if arr.dtype.kind == "b" else {"array": arr.tolist()}
+
+
+# --------------------------------------------------------------------------------------
+# the dispatcher
+# --------------------------------------------------------------------------------------
+
+def coerce(kind: str, name: str, value: Any, *, maybe_bools: bool = True) -> Any:
+    """One JSON value as the Python / NumPy value an op of `glassllm.autograd` takes.
+
+    Raises `WireError` (named input, rule broken) when the value does not fit the kind.
+    """
+    if kind in ("tensor", "array", "table"):
+        return _float_array(name, value, maybe_bools)
+    if kind == "int_array":
+        return _int_array(name, value, maybe_bools)
+    if kind == "bool_mask":
+        return _bool_mask(name, value, maybe_bools)
+    if kind == "number":
+        return _float(name, value)
+    if kind == "int":
+        return _int(name, value)
+    if kind == "bool":
+        if not isinstance(value, bool):
+            raise WireError(name, f"must be true or false; got {_describe(value)}")
+        return value
+    if kind == "axis":
+        if value is None or _is_int(value):
+            return value
+        if isinstance(value, list):
+            return _int_list(name, value)
+        raise WireError(name, "must be null, an integer or a list of integers;"
+                              f" got {_describe(value)}")
+    if kind == "axes":
+        return None if value is None else _int_list(name, value)
+    if kind == "shape":
+        return (_int(name, value),) if not isinstance(value, list) else _int_list(name, value)
+    if kind == "index":
+        return decode_index(name, value)
+    raise ValueError(f"unknown input kind {kind!r}")   # a registry bug, not user input
