@@ -1,0 +1,191 @@
+"""Tensor, the backward engine and no_grad (L0, issue 2)."""
+
+import threading
+
+import numpy as np
+import pytest
+
+import glassllm
+from glassllm import Tensor, no_grad
+from glassllm import autograd as ag
+
+
+def test_package_root_exports():
+    assert glassllm.__all__ == sorted(glassllm.__all__)
+    assert {"Tensor", "no_grad", "gradcheck", "__version__"} <= set(glassllm.__all__)
+    assert isinstance(glassllm.__version__, str)
+
+
+def test_autograd_all_is_exactly_the_spec_names_sorted():
+    spec = {
+        "add sub mul div neg pow exp log matmul tsum mean max reshape transpose getitem where "
+        "embedding masked_fill softmax log_softmax softmax_np sigmoid silu cross_entropy "
+        "cross_entropy_grad rope repeat_kv"
+    }
+    names = set(next(iter(spec)).split())
+    assert set(ag.__all__) == names
+    assert ag.__all__ == sorted(ag.__all__)
+    for name in ag.__all__:
+        assert callable(getattr(ag, name)) and getattr(ag, name).__doc__
+
+
+@pytest.mark.parametrize("data", [3, True, [1, 2], np.arange(3, dtype=np.int32), [[1.5]]])
+def test_data_is_always_float64(data):
+    t = Tensor(data)
+    assert t.data.dtype == np.float64
+    assert t.requires_grad is False and t.grad is None
+
+
+def test_data_is_copied_from_the_callers_array():
+    a = np.ones(3)
+    t = Tensor(a)
+    a[0] = 5.0
+    assert t.data[0] == 1.0
+
+
+def test_shape_ndim_item_repr_detach_zero_grad():
+    x = Tensor([[1.0, 2.0]], requires_grad=True)
+    assert x.shape == (1, 2) and x.ndim == 2
+    assert "requires_grad=True" in repr(x) and "1." in repr(x)
+    y = x * 2
+    assert "op='mul'" in repr(y)
+    assert Tensor([4.0]).item() == 4.0
+    with pytest.raises(ValueError, match="exactly one element"):
+        x.item()
+    d = y.detach()
+    assert d.requires_grad is False and d.data is y.data
+    y.sum().backward()
+    assert x.grad.tolist() == [[2.0, 2.0]]
+    x.zero_grad()
+    assert x.grad is None
+
+
+def test_backward_requires_grad_output_for_non_scalar():
+    x = Tensor([1.0, 2.0], requires_grad=True)
+    with pytest.raises(ValueError, match="pass grad_output"):
+        (x * 2).backward()
+    with pytest.raises(ValueError, match=r"grad_output has shape \(3,\).*\(2,\)"):
+        (x * 2).backward(np.ones(3))
+    with pytest.raises(RuntimeError, match="does not require grad"):
+        Tensor([1.0]).backward()
+    (x * 2).backward(np.array([1.0, 10.0]))
+    assert x.grad.tolist() == [2.0, 20.0]
+
+
+def test_gradients_accumulate_across_calls_and_uses():
+    x = Tensor([3.0], requires_grad=True)
+    y = x * x + x  # x used three times
+    y.backward()
+    assert x.grad.tolist() == [7.0]
+    y.backward()  # accumulates like PyTorch
+    assert x.grad.tolist() == [14.0]
+
+
+def test_diamond_graph():
+    x = Tensor([2.0], requires_grad=True)
+    a = x * 3.0
+    b = ag.exp(a)
+    c = a * b  # a reaches c twice
+    c.backward()
+    # d/dx (3x e^{3x}) = 3 e^{3x} + 9x e^{3x}
+    np.testing.assert_allclose(x.grad, [3 * np.exp(6) + 18 * np.exp(6)], rtol=1e-14)
+
+
+def test_chain_ten_thousand_ops_deep():
+    x = Tensor([1.0], requires_grad=True)
+    y = x
+    for _ in range(10_000):
+        y = y * 1.0001
+    y.backward()
+    np.testing.assert_allclose(x.grad, [1.0001**10_000], rtol=1e-9)
+
+
+def test_grad_flows_only_to_tensors_that_require_it():
+    w = Tensor([1.0, 2.0], requires_grad=True)
+    c = Tensor([5.0, 5.0])
+    (w * c).sum().backward()
+    assert c.grad is None
+    assert w.grad.tolist() == [5.0, 5.0]
+
+
+def test_reflected_operators_and_numpy_on_the_left():
+    x = Tensor([2.0], requires_grad=True)
+    for expr, expected_value, expected_grad in [
+        (lambda: 2 - x, 0.0, -1.0),
+        (lambda: 1 / x, 0.5, -0.25),
+        (lambda: 3 * x, 6.0, 3.0),
+        (lambda: 1 + x, 3.0, 1.0),
+        (lambda: -x, -2.0, -1.0),
+        (lambda: x**3, 8.0, 12.0),
+        (lambda: 2**x, 4.0, 4.0 * np.log(2.0)),
+        (lambda: np.array([1.0]) + x, 3.0, 1.0),
+        (lambda: np.array([[1.0]]) @ x, 2.0, 1.0),
+    ]:
+        x.zero_grad()
+        out = expr()
+        assert isinstance(out, Tensor)
+        np.testing.assert_allclose(out.data.ravel(), [expected_value])
+        out.sum().backward()
+        np.testing.assert_allclose(x.grad, [expected_grad])
+
+
+def test_methods_delegate_to_functional_ops():
+    x = Tensor(np.arange(6.0).reshape(2, 3), requires_grad=True)
+    assert x.sum().item() == 15.0
+    assert x.mean(axis=0).data.tolist() == [1.5, 2.5, 3.5]
+    assert x.max(axis=1, keepdims=True).data.tolist() == [[2.0], [5.0]]
+    assert x.reshape(3, 2).shape == (3, 2) and x.reshape((6,)).shape == (6,)
+    assert x.transpose().shape == (3, 2) and x.T.shape == (3, 2)
+    assert x.transpose(1, 0).data.tolist() == x.data.T.tolist()
+    assert x[1, ::2].data.tolist() == [3.0, 5.0]
+    assert x.T.op == "transpose" and x.is_leaf and not x.T.is_leaf
+
+
+def test_no_grad_context_and_decorator():
+    x = Tensor([1.0], requires_grad=True)
+    with no_grad():
+        assert not glassllm.is_grad_enabled()
+        assert not (x * 2).requires_grad
+        with no_grad():
+            pass
+        assert not glassllm.is_grad_enabled()
+    assert glassllm.is_grad_enabled()
+
+    @no_grad()
+    def f(t):
+        return t * 2
+
+    assert not f(x).requires_grad
+    assert (x * 2).requires_grad
+
+
+def test_no_grad_in_one_thread_does_not_affect_another():
+    inside = threading.Event()
+    release = threading.Event()
+    seen = {}
+
+    def holder():
+        with no_grad():
+            inside.set()
+            release.wait(5)
+            seen["holder"] = (Tensor([1.0], requires_grad=True) * 2).requires_grad
+
+    t = threading.Thread(target=holder)
+    t.start()
+    assert inside.wait(5)
+    x = Tensor([3.0], requires_grad=True)
+    y = (x * x).sum()  # built while the other thread sits in no_grad
+    assert y.requires_grad
+    y.backward()
+    release.set()
+    t.join(5)
+    assert x.grad.tolist() == [6.0]
+    assert seen["holder"] is False
+
+
+def test_retain_grad_keeps_intermediate_gradients():
+    x = Tensor([1.0, 2.0], requires_grad=True)
+    h = (x * 3).retain_grad()
+    (h * h).sum().backward()
+    assert h.grad.tolist() == [6.0, 12.0]
+    assert x.grad.tolist() == [18.0, 36.0]
