@@ -208,9 +208,12 @@ def _along_axis(args: dict) -> Plan:
     return Plan(shape, (name,))
 
 
-def _matmul(args: dict) -> Plan:
-    """np.matmul's rules: 1-D operands are promoted then squeezed; batch axes broadcast."""
-    sa, sb = _shape(args, "a"), _shape(args, "b")
+def matmul_shape(sa: tuple[int, ...], sb: tuple[int, ...]) -> tuple[tuple[int, ...], int]:
+    """np.matmul's rules, from shapes only: (output shape, multiply-adds).
+
+    1-D operands are promoted to a row / column and the added axis is dropped again;
+    batch axes broadcast (L1.1).
+    """
     if not sa or not sb:
         raise ValueError("matmul: Input operand does not have enough dimensions (a 0-d operand"
                          " is not allowed; use mul)")
@@ -222,9 +225,16 @@ def _matmul(args: dict) -> Plan:
                          f" {b2[-2]} is different from {a2[-1]})")
     batch = np.broadcast_shapes(a2[:-2], b2[:-2])
     out = (*batch, *([a2[-2]] if len(sa) > 1 else []), *([b2[-1]] if len(sb) > 1 else []))
-    madds = math.prod(batch) * a2[-2] * a2[-1] * b2[-1]
-    # the backward broadcasts the gradients of both operands to the batch shape first
-    sizes = (("a", math.prod(batch) * a2[-2] * a2[-1]), ("b", math.prod(batch) * b2[-2] * b2[-1]))
+    return out, math.prod(batch) * a2[-2] * a2[-1] * b2[-1]
+
+
+def _matmul(args: dict) -> Plan:
+    sa, sb = _shape(args, "a"), _shape(args, "b")
+    out, madds = matmul_shape(sa, sb)
+    # the backward builds each operand's gradient at the broadcast batch shape, then sums
+    batch = out[: max(len(sa), len(sb)) - 2] if min(len(sa), len(sb)) > 1 else ()
+    sizes = (("a", math.prod(batch) * math.prod(sa[-2:])),
+             ("b", math.prod(batch) * math.prod(sb[-2:])))
     return Plan(out, ("a", "b"), sizes, madds, "a, b")
 
 
@@ -409,6 +419,103 @@ _ops += [
                          expected={"value": [[[[1.0]], [[1.0]], [[2.0]], [[2.0]]]],
                                    "grads": {"x": [[[[2.0]], [[2.0]]]]}}),)),
 ]
+
+
+# --------------------------------------------------------------------------------------
+# L7 layer ops (glassllm.layers), each a composition of the ops above
+# --------------------------------------------------------------------------------------
+
+def _linear(args: dict) -> Plan:
+    out, madds = matmul_shape(_shape(args, "x"), _shape(args, "weight"))
+    return Plan(out, ("x", "weight"), (), madds, "x, weight")
+
+
+def _swiglu(args: dict) -> Plan:
+    x = _shape(args, "x")
+    hidden, m1 = matmul_shape(x, _shape(args, "w1"))                     # (…, F)
+    up, m3 = matmul_shape(x, _shape(args, "w3"))                         # (…, F)
+    gated = np.broadcast_shapes(hidden, up)
+    out, m2 = matmul_shape(gated, _shape(args, "w2"))                    # (…, d)
+    return Plan(out, ("x",), (("x, w1", math.prod(hidden)), ("x, w3", math.prod(up))),
+                m1 + m2 + m3, "x, w1, w2, w3")
+
+
+def _attention_sizes(args: dict) -> tuple[tuple[int, ...], list, int]:
+    x, h, hkv = _shape(args, "x"), args["n_heads"], args["n_kv_heads"]
+    if len(x) != 3:
+        raise ValueError(f"attention: x must have shape (B, n, d); got shape {x}")
+    if h < 1 or hkv < 1:
+        raise WireError("n_heads" if h < 1 else "n_kv_heads", "must be a positive integer")
+    b, n, _ = x
+    madds, sizes = 0, []
+    for w in ("wq", "wk", "wv"):
+        proj, m = matmul_shape(x, _shape(args, w))                        # (B, n, ·)
+        madds += m
+        sizes.append((f"x, {w}", math.prod(proj)))
+    q = math.prod(matmul_shape(x, _shape(args, "wq"))[0])                  # B·n·H·dk
+    dk = max(q // max(b * n * h, 1), 1)
+    sizes += [("x, n_heads", b * h * n * n), ("x, n_heads", b * h * n * dk)]  # scores, heads
+    madds += 2 * b * h * n * n * dk                                      # q·kᵀ and weights·v
+    out, m = matmul_shape((b, n, h * dk), _shape(args, "wo"))
+    return out, sizes, madds + m
+
+
+def _attention(args: dict) -> Plan:
+    out, sizes, madds = _attention_sizes(args)
+    return Plan(out, ("x",), tuple(sizes), madds, "x, wq, wk, wv, wo")
+
+
+def _block(args: dict) -> Plan:
+    out, sizes, madds = _attention_sizes(args)
+    ffn = _swiglu({"x": probe(out), "w1": args["w1"], "w2": args["w2"], "w3": args["w3"]})
+    return Plan(out, ("x",), (*sizes, *ffn.sizes), madds + ffn.madds, ffn.madds_blame)
+
+
+try:
+    from glassllm import layers
+except ImportError:                                    # the service works without the layers
+    layers = None
+
+if layers is not None:
+    _W = "a weight matrix"
+    _HEADS = (C("n_heads", "int", "query heads H"), C("n_kv_heads", "int", "K/V heads Hkv"))
+    _TABLES = (C("cos", "table", "rope_angles(n, dk)[0]", shape="(n, dk/2)"),
+               C("sin", "table", "rope_angles(n, dk)[1]", shape="(n, dk/2)"))
+    _ATTN_W = (T("wq", _W, "(d, H·dk)"), T("wk", _W, "(d, Hkv·dk)"), T("wv", _W, "(d, Hkv·dk)"),
+               T("wo", _W, "(H·dk, d)"))
+    _FFN_W = (T("w1", "gate projection", "(d, F)"), T("w2", "down projection", "(F, d)"),
+              T("w3", "up projection", "(d, F)"))
+    _I2 = [[1.0, 0.0], [0.0, 1.0]]
+    _X = [[[1.0, 0.0], [0.0, 1.0], [1.0, 1.0]]]                           # (B=1, n=3, d=2)
+    _COS, _SIN = (t.tolist() for t in layers.rope_angles(3, 2))
+    _ops += [
+        Op("rms_norm", layers.rms_norm, "x / sqrt(mean(x², last axis) + eps) · weight", "L7",
+           (T("x", "activations", "(…, d)"), T("weight", "per-feature gain", "(d,)"),
+            C("eps", "number", "added under the root", default=1e-6)),
+           elementwise("x", "weight"), module="glassllm.layers",
+           examples=(ex("a 3-4-5 row", x=[[3.0, 4.0]], weight=[1.0, 2.0], eps=0.0),)),
+        Op("linear", layers.linear, "x @ weight, weight stored (d_in, d_out)", "L7",
+           (T("x", "activations", "(…, d_in)"), T("weight", _W, "(d_in, d_out)")), _linear,
+           module="glassllm.layers",
+           examples=(ex("2 → 3", x=[[1.0, 2.0]], weight=[[1.0, 0.0, 1.0], [0.0, 1.0, 1.0]]),)),
+        Op("swiglu", layers.swiglu, "(silu(x @ w1) · (x @ w3)) @ w2", "L7",
+           (T("x", "activations", "(…, d)"), *_FFN_W), _swiglu, module="glassllm.layers",
+           examples=(ex("identity weights", x=[[0.0, 2.0]], w1=_I2, w2=_I2, w3=_I2),)),
+        Op("attention", layers.attention, "causal grouped-query self-attention with RoPE",
+           "L7", (T("x", "activations", "(B, n, d)"), *_ATTN_W, *_HEADS, *_TABLES),
+           _attention, module="glassllm.layers",
+           examples=(ex("one head, identity weights", x=_X, wq=_I2, wk=_I2, wv=_I2, wo=_I2,
+                        n_heads=1, n_kv_heads=1, cos=_COS, sin=_SIN),)),
+        Op("transformer_block", layers.transformer_block, "x + attention(rms_norm(x)), then"
+           " h + swiglu(rms_norm(h)): the residual stream", "L7",
+           (T("x", "activations", "(B, n, d)"), T("attn_norm", "gain", "(d,)"), *_ATTN_W,
+            T("ffn_norm", "gain", "(d,)"), *_FFN_W, *_HEADS, *_TABLES,
+            C("eps", "number", "RMSNorm epsilon", default=1e-6)), _block,
+           module="glassllm.layers",
+           examples=(ex("one head, identity weights", x=_X, attn_norm=[1.0, 1.0], wq=_I2,
+                        wk=_I2, wv=_I2, wo=_I2, ffn_norm=[1.0, 1.0], w1=_I2, w2=_I2, w3=_I2,
+                        n_heads=1, n_kv_heads=1, cos=_COS, sin=_SIN),)),
+    ]
 
 OPS: dict[str, Op] = {op.name: op for op in _ops}
 
