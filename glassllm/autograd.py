@@ -327,8 +327,8 @@ def matmul(a: Any, b: Any) -> Tensor:
 
     Shapes: (..., n, k) @ (..., k, m) -> (..., n, m); (k,) @ (k,) -> ().
 
-    Backward (on the promoted 2-D/batched operands):
-        a: unbroadcast(g @ b^T)   (b^T swaps the last two axes)
+    Backward:
+        a: unbroadcast(g @ b^T)   (b^T swaps the last two axes; on the promoted operands)
         b: unbroadcast(a^T @ g)
 
     Raises: ValueError on mismatched inner dimensions or 0-d operands (NumPy's message).

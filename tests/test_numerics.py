@@ -1,0 +1,204 @@
+"""Numerical behaviour the contract names (L1.2, L3, L4, L5) and NumPy error rules (L0.4)."""
+
+import warnings
+
+import numpy as np
+import pytest
+
+from glassllm import Tensor
+from glassllm import autograd as ag
+
+
+def causal_mask(n):
+    return np.triu(np.ones((n, n), dtype=bool), k=1)
+
+
+def test_masked_causal_softmax_gradient_is_finite_and_zero_at_masked_positions():
+    rng = np.random.default_rng(1)
+    scores = Tensor(rng.normal(size=(2, 4, 4)), requires_grad=True)
+    mask = causal_mask(4)
+    p = ag.softmax(ag.masked_fill(scores, mask, -np.inf))
+    assert np.all(p.data[:, mask] == 0.0)
+    np.testing.assert_allclose(p.data.sum(-1), 1.0, rtol=1e-15)
+    p.backward(rng.normal(size=p.shape))
+    assert np.isfinite(scores.grad).all()
+    assert np.all(scores.grad[:, mask] == 0.0)
+    # the first query sees only itself: probability exactly 1, gradient exactly 0
+    assert np.all(p.data[:, 0, 0] == 1.0)
+    assert np.all(scores.grad[:, 0, 0] == 0.0)
+
+
+def test_fully_masked_row_gives_nan_as_the_contract_allows():
+    with np.errstate(invalid="ignore"):
+        p = ag.softmax(ag.masked_fill(Tensor(np.zeros((1, 2))), np.ones((1, 2), bool), -np.inf))
+    assert np.isnan(p.data).all()
+
+
+@pytest.mark.parametrize("big", [1000.0, 5e3])
+def test_cross_entropy_with_huge_logits_is_exact(big):
+    logits = Tensor([[big, -big, 0.0], [-big, big, big]], requires_grad=True)
+    targets = np.array([1, 2])
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        with np.errstate(all="raise", under="ignore"):
+            loss = ag.cross_entropy(logits, targets)
+            loss.backward()
+    # row 0: -log p[1] = 2 big (exp(-2 big) underflows in the sum); row 1: log 2
+    np.testing.assert_allclose(loss.data, (2 * big + np.log(2.0)) / 2, rtol=1e-15)
+    expected = np.array([[1.0, -1.0, 0.0], [0.0, 0.5, -0.5]]) / 2
+    np.testing.assert_allclose(logits.grad, expected, atol=1e-300)
+    assert np.isfinite(logits.grad).all()
+
+
+@pytest.mark.parametrize("fn", [ag.sigmoid, ag.silu])
+def test_sigmoid_and_silu_extremes_raise_no_warning_and_hit_exact_limits(fn):
+    x = Tensor([-1e4, -750.0, 0.0, 750.0, 1e4], requires_grad=True)
+    with np.errstate(all="raise"):
+        out = fn(x)
+        out.backward(np.ones(5))
+    s = np.array([0.0, 0.0, 0.5, 1.0, 1.0])
+    expected = s if fn is ag.sigmoid else x.data * s
+    assert out.data.tolist() == expected.tolist()
+    expected_grad = s * (1 - s) if fn is ag.sigmoid else s + x.data * s * (1 - s)
+    assert x.grad.tolist() == expected_grad.tolist()
+
+
+def test_sigmoid_matches_the_textbook_formula_in_the_safe_range():
+    x = np.linspace(-30, 30, 61)
+    np.testing.assert_allclose(ag.sigmoid(Tensor(x)).data, 1 / (1 + np.exp(-x)), rtol=1e-14)
+
+
+def test_embedding_negative_and_repeated_ids_accumulate_into_the_right_rows():
+    weight = Tensor(np.arange(8.0).reshape(4, 2), requires_grad=True)
+    ids = np.array([[-1, 3, 0], [0, -4, 2]])  # -1 is row 3, -4 is row 0
+    out = ag.embedding(weight, ids)
+    assert out.shape == (2, 3, 2)
+    np.testing.assert_array_equal(out.data[0, 0], [6.0, 7.0])
+    np.testing.assert_array_equal(out.data[1, 1], [0.0, 1.0])
+    g = np.arange(12.0).reshape(2, 3, 2)
+    out.backward(g)
+    expected = np.zeros((4, 2))
+    for (i, j), row in np.ndenumerate(ids):
+        expected[row] += g[i, j]
+    np.testing.assert_array_equal(weight.grad, expected)
+    assert weight.grad[3].tolist() == [0 + 2, 1 + 3]  # ids -1 and 3
+
+
+def test_embedding_rejects_bad_ids():
+    w = Tensor(np.zeros((4, 2)))
+    with pytest.raises(IndexError):
+        ag.embedding(w, np.array([7]))
+    with pytest.raises(TypeError, match="ids must be integers"):
+        ag.embedding(w, np.array([1.0]))
+    with pytest.raises(TypeError, match="ids must be integers"):
+        ag.embedding(w, np.array([True]))
+
+
+def test_log_of_zero_is_minus_inf_with_a_warning_not_an_exception():
+    x = Tensor([0.0, -1.0, 1.0], requires_grad=True)
+    with pytest.warns(RuntimeWarning):
+        y = ag.log(x)
+    assert y.data[0] == -np.inf and np.isnan(y.data[1]) and y.data[2] == 0.0
+    with pytest.warns(RuntimeWarning, match="divide by zero"):
+        y.backward(np.ones(3))
+    assert x.grad[0] == np.inf and x.grad[2] == 1.0
+
+
+def test_division_by_zero_and_exp_overflow_follow_ieee():
+    with pytest.warns(RuntimeWarning, match="divide by zero"):
+        assert ag.div(Tensor([1.0]), Tensor([0.0])).data[0] == np.inf
+    with pytest.warns(RuntimeWarning, match="overflow"):
+        assert ag.exp(Tensor([1000.0])).data[0] == np.inf  # no clipping (L1.2)
+
+
+def test_pow_zero_exponent_has_zero_gradient_even_at_zero():
+    x = Tensor([0.0, 2.0], requires_grad=True)
+    ag.pow(x, 0).sum().backward()
+    assert x.grad.tolist() == [0.0, 0.0]
+
+
+def test_pow_rejects_a_differentiable_exponent():
+    with pytest.raises(TypeError, match="L0.6"):
+        ag.pow(Tensor([2.0]), Tensor([2.0], requires_grad=True))
+
+
+def test_max_ties_split_the_gradient_equally():
+    x = Tensor([[1.0, 5.0, 5.0, 5.0], [2.0, 2.0, 0.0, 1.0]], requires_grad=True)
+    ag.max(x, axis=1).backward(np.array([3.0, 1.0]))
+    np.testing.assert_allclose(x.grad, [[0, 1, 1, 1], [0.5, 0.5, 0, 0]])
+
+
+def test_log_softmax_matches_log_of_softmax_and_is_stable():
+    x = np.array([[1.0, 2.0, 3.0], [1e4, 0.0, -1e4]])
+    np.testing.assert_allclose(
+        ag.log_softmax(Tensor(x)).data[0], np.log(ag.softmax_np(x)[0]), rtol=1e-14
+    )
+    assert ag.log_softmax(Tensor(x)).data[1].tolist() == [0.0, -1e4, -2e4]
+
+
+def test_cross_entropy_grad_does_not_modify_logits_and_validates():
+    logits = np.array([[1.0, 2.0], [3.0, 0.0]])
+    before = logits.copy()
+    g = ag.cross_entropy_grad(logits, np.array([0, 1]))
+    assert np.array_equal(logits, before) and isinstance(g, np.ndarray)
+    np.testing.assert_allclose(g.sum(axis=1), 0.0, atol=1e-16)
+    with pytest.raises(TypeError, match="targets must be integers"):
+        ag.cross_entropy(Tensor(logits), np.array([0.0, 1.0]))
+    with pytest.raises(ValueError, match=r"targets must have shape \(N,\)"):
+        ag.cross_entropy(Tensor(logits), np.array([0, 1, 1]))
+    with pytest.raises(IndexError):
+        ag.cross_entropy(Tensor(logits), np.array([0, 2]))
+
+
+def test_rope_backward_is_the_transposed_rotation_and_preserves_norms():
+    rng = np.random.default_rng(3)
+    theta = rng.uniform(-3, 3, size=(5, 3))
+    x = Tensor(rng.normal(size=(2, 2, 5, 6)), requires_grad=True)
+    out = ag.rope(x, np.cos(theta), np.sin(theta))
+    pairs = lambda a: np.hypot(a[..., 0::2], a[..., 1::2])  # noqa: E731
+    np.testing.assert_allclose(pairs(out.data), pairs(x.data), rtol=1e-13)
+    g = rng.normal(size=out.shape)
+    out.backward(g)
+    # a rotation's transpose is its inverse: rotating g back by -theta
+    back = ag.rope(Tensor(g), np.cos(-theta), np.sin(-theta)).data
+    np.testing.assert_allclose(x.grad, back, rtol=1e-13)
+    with pytest.raises(ValueError, match="even length"):
+        ag.rope(Tensor(np.ones((2, 3))), np.ones((2, 1)), np.ones((2, 1)))
+
+
+def test_repeat_kv_order_and_validation():
+    x = Tensor(np.arange(2 * 3).reshape(1, 3, 1, 2), requires_grad=True)
+    out = ag.repeat_kv(x, 2)
+    assert out.shape == (1, 6, 1, 2)
+    assert out.data[0, :, 0, 0].tolist() == [0, 0, 2, 2, 4, 4]
+    for bad, err in [(0, ValueError), (-1, ValueError), (2.0, TypeError), (True, TypeError)]:
+        with pytest.raises(err, match="repeats must be a positive int"):
+            ag.repeat_kv(x, bad)
+    with pytest.raises(ValueError, match=r"\(B, Hkv, n, dk\)"):
+        ag.repeat_kv(Tensor(np.ones((2, 2))), 2)
+
+
+def test_where_and_masked_fill_require_boolean_masks():
+    with pytest.raises(TypeError, match="condition must be a boolean mask"):
+        ag.where(np.array([1, 0]), Tensor([1.0, 2.0]), 0.0)
+    with pytest.raises(TypeError, match="mask must be a boolean mask"):
+        ag.masked_fill(Tensor([1.0, 2.0]), np.array([1, 0]), 0.0)
+    x = Tensor([1.0, 2.0], requires_grad=True)
+    ag.masked_fill(x, np.array([True, False]), 9.0).sum().backward()
+    assert x.grad.tolist() == [0.0, 1.0]
+
+
+@pytest.mark.parametrize(
+    "call, err",
+    [
+        (lambda: ag.add(Tensor(np.ones((2, 3))), Tensor(np.ones((4,)))), ValueError),
+        (lambda: ag.matmul(Tensor(np.ones((2, 3))), Tensor(np.ones((4, 2)))), ValueError),
+        (lambda: ag.tsum(Tensor(np.ones((2, 3))), axis=2), np.exceptions.AxisError),
+        (lambda: ag.reshape(Tensor(np.ones((2, 3))), (4, 2)), ValueError),
+        (lambda: ag.getitem(Tensor(np.ones(3)), 5), IndexError),
+        (lambda: ag.softmax(Tensor(np.ones(3)), axis=1), np.exceptions.AxisError),
+    ],
+)
+def test_shape_axis_and_index_errors_are_numpys(call, err):
+    with pytest.raises(err):
+        call()
