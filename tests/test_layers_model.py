@@ -112,7 +112,7 @@ def test_model_is_causal_bit_identical():
 
 
 def test_forward_rejects_too_long_sequences():
-    with pytest.raises(ValueError, match="17.*16"):
+    with pytest.raises(ValueError, match=r"17.*16"):
         GlassLM(SMALL)(np.zeros((1, 17), dtype=int))
 
 
@@ -137,9 +137,9 @@ def test_save_load_gives_identical_logits(tmp_path):
 def test_load_state_dict_rejects_mismatches():
     model = GlassLM(SMALL)
     state = model.state_dict()
-    with pytest.raises(KeyError, match="norm.weight"):
+    with pytest.raises(KeyError, match=r"norm\.weight"):
         model.load_state_dict({k: v for k, v in state.items() if k != "norm.weight"})
-    with pytest.raises(ValueError, match="head.weight"):
+    with pytest.raises(ValueError, match=r"head\.weight"):
         model.load_state_dict({**state, "head.weight": np.zeros((2, 2))})
 
 
