@@ -1,0 +1,43 @@
+"""The app factory: ``create_app(settings)`` builds a FastAPI app (SPEC Part H)."""
+
+from __future__ import annotations
+
+from fastapi import FastAPI
+
+from glassllm.registry import OPS
+from service import errors, schemas
+from service.limits import ComputeSlots
+from service.routes import health, ops, pages
+from service.settings import Settings
+
+DESCRIPTION = """Runs glassllm's ops forward and backward and returns values and gradients.
+
+Arrays are JSON numbers and nested lists of float64; non-finite floats are the strings
+"NaN", "Infinity", "-Infinity". Every op, its inputs and runnable examples: `GET /api/v1/ops`.
+"""
+
+
+def create_app(settings: Settings | None = None) -> FastAPI:
+    settings = settings or Settings()
+    app = FastAPI(title="glassllm gradient sandbox", version="0.1.0", description=DESCRIPTION,
+                  docs_url=None, redoc_url=None)
+    app.state.settings = settings
+    app.state.slots = ComputeSlots(settings.max_concurrency, settings.retry_after_seconds)
+    errors.install(app)
+    app.include_router(health.router)
+    app.include_router(ops.router)
+    pages.install(app, settings.static_dir)
+
+    def openapi() -> dict:
+        if app.openapi_schema is None:
+            from fastapi.openapi.utils import get_openapi
+            schema = get_openapi(title=app.title, version=app.version,
+                                 description=app.description, routes=app.routes)
+            schema.setdefault("components", {}).setdefault("schemas", {}).update(
+                schemas.COMPONENTS)
+            schema["info"]["x-ops"] = len(OPS)
+            app.openapi_schema = schema
+        return app.openapi_schema
+
+    app.openapi = openapi
+    return app

@@ -1,0 +1,24 @@
+"""Liveness and readiness: cheap, no compute."""
+
+from fastapi import APIRouter, Request
+from starlette.responses import Response
+
+from glassllm import registry
+from service.codec import dumps
+from service.schemas import Health, Ready
+
+router = APIRouter(tags=["health"])
+_OK = b'{"status":"ok"}'
+
+
+@router.get("/healthz", response_model=Health, summary="Liveness")
+async def healthz() -> Response:
+    return Response(_OK, media_type="application/json")
+
+
+@router.get("/readyz", response_model=Ready, summary="Readiness: the registry is loaded")
+async def readyz(request: Request) -> Response:
+    slots = request.app.state.slots
+    body = {"status": "ready", "ops": len(registry.OPS), "busy": slots.busy,
+            "capacity": slots.capacity}
+    return Response(dumps(body), media_type="application/json")

@@ -1,0 +1,87 @@
+"""``/api/v1/ops``: the registry (H1) and running one op (H2)."""
+
+from __future__ import annotations
+
+import difflib
+
+import orjson
+from fastapi import APIRouter, Request
+from starlette.concurrency import run_in_threadpool
+from starlette.responses import Response
+
+from glassllm import registry
+from glassllm.registry import Op
+from service import schemas
+from service.dispatch import compute
+from service.errors import ApiError
+from service.limits import check_depth, read_body
+
+router = APIRouter(prefix="/api/v1/ops", tags=["ops"])
+ERRORS = {s: {"model": schemas.ErrorBody} for s in (400, 404, 413, 415, 422, 503)}
+_OPS_JSON = orjson.dumps({"ops": [op.describe() for op in registry.OPS.values()]})
+
+
+def find(name: str) -> Op:
+    op = registry.get(name)
+    if op is None:
+        close = difflib.get_close_matches(name, list(registry.OPS), n=5, cutoff=0.5)
+        hint = f"; did you mean {', '.join(close)}?" if close else ""
+        raise ApiError(404, "unknown_op", f"there is no op named {name[:60]!r}{hint} The ops:"
+                       " GET /api/v1/ops", input="name", close=close)
+    return op
+
+
+@router.get("", response_model=schemas.OpList, summary="Every op of the registry")
+def list_ops() -> Response:
+    return Response(_OPS_JSON, media_type="application/json")
+
+
+@router.get("/{name}", response_model=schemas.OpInfo, responses={404: ERRORS[404]},
+            summary="One op: its inputs, output kind and runnable examples")
+def get_op(name: str) -> Response:
+    return Response(orjson.dumps(find(name).describe()), media_type="application/json")
+
+
+async def run_op(op: Op, request: Request) -> Response:
+    settings = request.app.state.settings
+    ctype = request.headers.get("content-type", "").split(";")[0].strip().lower()
+    if ctype != "application/json" and not ctype.endswith("+json"):
+        raise ApiError(415, "unsupported_media_type", f"Content-Type must be application/json;"
+                       f" got {ctype or 'none'!r}", op=op.name, input="Content-Type")
+    body = await read_body(request, settings)
+    if not body.strip():
+        raise ApiError(422, "invalid_request", 'the body is empty; send {"inputs": {...}}',
+                       op=op.name, input="request body")
+    check_depth(body, settings)
+    try:
+        parsed = orjson.loads(body)
+    except orjson.JSONDecodeError as exc:
+        raise ApiError(422, "invalid_json", f"the body is not valid JSON: {exc}", op=op.name,
+                       input="request body") from None
+    maybe_bools = b"true" in body or b"false" in body
+    with request.app.state.slots:
+        out = await run_in_threadpool(compute, op, parsed, maybe_bools, settings)
+    return Response(out, media_type="application/json")
+
+
+def _endpoint(op: Op):
+    async def endpoint(request: Request) -> Response:
+        return await run_op(op, request)
+    endpoint.__name__ = f"run_{op.name}"
+    return endpoint
+
+
+for _op in registry.OPS.values():
+    router.add_api_route(
+        f"/{_op.name}", _endpoint(_op), methods=["POST"], summary=_op.summary,
+        description=f"Runs `{_op.module}.{_op.name}` forward and backward (SPEC {_op.clause},"
+                    " H2).", operation_id=f"run_{_op.name}",
+        response_model=schemas.OpResult, responses=ERRORS,
+        openapi_extra={"requestBody": {"required": True, "content": {"application/json": {
+            "schema": schemas.request_schema(_op),
+            "example": _op.examples[0].request() if _op.examples else {"inputs": {}}}}}})
+
+
+@router.post("/{name}", include_in_schema=False)
+async def run_unknown(name: str, request: Request) -> Response:
+    return await run_op(find(name), request)

@@ -1,0 +1,147 @@
+"""The API's shapes for OpenAPI (H1: generated from the registry, never written twice).
+
+The POST bodies are parsed by `service.codec`, not by pydantic (speed, H3); the models and
+JSON schemas here document them, and the OpenAPI snapshot test guards them.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from pydantic import BaseModel, Field
+
+from glassllm.registry import Op
+from glassllm.wire import NONFINITE_IN
+
+NONFINITE = {"type": "string", "enum": sorted(NONFINITE_IN)}
+
+# JSON schemas of the input kinds of glassllm.wire; FloatArray and friends are recursive.
+COMPONENTS: dict[str, dict] = {
+    "NonFinite": NONFINITE,
+    "Float": {"anyOf": [{"type": "number"}, {"$ref": "#/components/schemas/NonFinite"}]},
+    "FloatArray": {"description": "float64: a number, a non-finite token, or nested lists",
+                   "anyOf": [{"$ref": "#/components/schemas/Float"},
+                             {"type": "array",
+                              "items": {"$ref": "#/components/schemas/FloatArray"}}]},
+    "IntArray": {"description": "integers or nested lists of integers (1.5, true, \"3\" refused)",
+                 "anyOf": [{"type": "integer"},
+                           {"type": "array", "items": {"$ref": "#/components/schemas/IntArray"}}]},
+    "BoolMask": {"description": "booleans or nested lists of booleans (0 / 1 accepted)",
+                 "anyOf": [{"type": "boolean"},
+                           {"type": "array", "items": {"$ref": "#/components/schemas/BoolMask"}}]},
+    "IndexItem": {"anyOf": [{"type": "integer"}, {"type": "null"}, {"const": "..."},
+                            {"type": "object", "additionalProperties": False, "properties": {
+                                "start": {"type": ["integer", "null"]},
+                                "stop": {"type": ["integer", "null"]},
+                                "step": {"type": ["integer", "null"]}}},
+                            {"type": "object", "required": ["array"], "additionalProperties": False,
+                             "properties": {"array": {"$ref": "#/components/schemas/IntArray"}}},
+                            {"type": "object", "required": ["mask"], "additionalProperties": False,
+                             "properties": {"mask": {"$ref": "#/components/schemas/BoolMask"}}}]},
+}
+
+KIND_SCHEMAS: dict[str, dict] = {
+    "tensor": {"$ref": "#/components/schemas/FloatArray"},
+    "array": {"$ref": "#/components/schemas/FloatArray"},
+    "table": {"$ref": "#/components/schemas/FloatArray"},
+    "int_array": {"$ref": "#/components/schemas/IntArray"},
+    "bool_mask": {"$ref": "#/components/schemas/BoolMask"},
+    "number": {"$ref": "#/components/schemas/Float"},
+    "int": {"type": "integer"},
+    "bool": {"type": "boolean"},
+    "axis": {"anyOf": [{"type": "null"}, {"type": "integer"},
+                       {"type": "array", "items": {"type": "integer"}}]},
+    "axes": {"anyOf": [{"type": "null"}, {"type": "array", "items": {"type": "integer"}}]},
+    "shape": {"anyOf": [{"type": "integer"}, {"type": "array", "items": {"type": "integer"}}]},
+    "index": {"anyOf": [{"$ref": "#/components/schemas/IndexItem"},
+                        {"type": "array", "items": {"$ref": "#/components/schemas/IndexItem"}}]},
+}
+
+
+def request_schema(op: Op) -> dict:
+    """The JSON schema of ``POST /api/v1/ops/{op.name}``'s body, from the registry."""
+    inputs = {i.name: {**KIND_SCHEMAS[i.kind], "description": f"{i.kind}: {i.doc}"}
+              for i in op.inputs}
+    body: dict[str, Any] = {
+        "type": "object",
+        "additionalProperties": False,
+        "required": ["inputs"],
+        "properties": {
+            "inputs": {"type": "object", "additionalProperties": False, "properties": inputs,
+                       "required": [i.name for i in op.inputs if i.required]},
+        },
+    }
+    if op.output == "tensor":
+        body["properties"]["requires_grad"] = {
+            "anyOf": [{"type": "null"},
+                      {"type": "array", "items": {"enum": list(op.differentiable)}}],
+            "description": "inputs to differentiate; default: every differentiable input"}
+        body["properties"]["grad_output"] = {
+            "anyOf": [{"type": "null"}, {"$ref": "#/components/schemas/FloatArray"}],
+            "description": "the incoming gradient, shaped like the output; default: ones"}
+    return body
+
+
+class InputInfo(BaseModel):
+    name: str
+    kind: str
+    dtype: str | None
+    differentiable: bool
+    required: bool
+    default: Any = None
+    shape: str | None = None
+    doc: str
+
+
+class ExampleInfo(BaseModel):
+    title: str
+    clause: str | None
+    request: dict[str, Any]
+    expected: dict[str, Any]
+
+
+class OpInfo(BaseModel):
+    name: str
+    summary: str
+    clause: str
+    module: str
+    output: str = Field(description="'tensor' (value and grads) or 'ndarray' (value only)")
+    inputs: list[InputInfo]
+    examples: list[ExampleInfo]
+
+
+class OpList(BaseModel):
+    ops: list[OpInfo]
+
+
+class OpResult(BaseModel):
+    """The answer of ``POST /api/v1/ops/{name}`` (H2); arrays in the wire format (H3)."""
+
+    op: str
+    value: Any = Field(description="a JSON number for a 0-d output, else nested lists")
+    shape: list[int]
+    grads: dict[str, Any] = Field(description="one array per input that requires grad")
+    warnings: list[str]
+
+
+class ErrorDetail(BaseModel):
+    status: int
+    code: str
+    message: str
+    op: str | None = None
+    input: str | None = None
+
+
+class ErrorBody(BaseModel):
+    error: ErrorDetail
+
+
+class Health(BaseModel):
+    status: str
+
+
+class Ready(BaseModel):
+    status: str
+    ops: int
+    busy: int
+    capacity: int
