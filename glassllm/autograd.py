@@ -600,11 +600,28 @@ def embedding(weight: Any, ids: Any) -> Tensor:
     out = weight.data[ids]  # S + (d,)
 
     def backward(g: np.ndarray):
-        gw = np.zeros_like(weight.data)  # (V, d)
-        np.add.at(gw, ids, g)  # scatter-add: repeated ids accumulate
-        return (gw,)
+        return (_scatter_add_rows(weight.data.shape, ids, g),)
 
     return Tensor._make(out, (weight,), "embedding", backward)
+
+
+def _scatter_add_rows(shape: tuple[int, ...], ids: np.ndarray, g: np.ndarray) -> np.ndarray:
+    """zeros(shape) with row g[i] added into row ids[i], repeated ids accumulating.
+
+    Same result as `np.add.at(out, ids, g)`, computed faster: sort the ids (stably, so
+    each row's contributions keep their order), then sum each run of equal ids at once
+    with `np.add.reduceat`.
+    """
+    out = np.zeros(shape)  # (V, d)
+    flat = ids.reshape(-1) % shape[0]  # (M,), negative ids counted from the end (L3.3)
+    if flat.size == 0:
+        return out
+    rows = g.reshape(flat.size, -1)  # (M, d)
+    order = np.argsort(flat, kind="stable")
+    sorted_ids = flat[order]
+    starts = np.flatnonzero(np.concatenate(([True], sorted_ids[1:] != sorted_ids[:-1])))
+    out.reshape(shape[0], -1)[sorted_ids[starts]] = np.add.reduceat(rows[order], starts, axis=0)
+    return out
 
 
 def masked_fill(a: Any, mask: Any, value: Any) -> Tensor:
@@ -712,9 +729,13 @@ def softmax_np(x: Any, axis: int = -1) -> np.ndarray:
 def _sigmoid_data(x: np.ndarray) -> np.ndarray:
     # exp(-|x|) is at most 1, so it never overflows; for |x| > ~745 it
     # underflows to exactly 0, which gives the exact limits 0 and 1.
+    e = np.abs(x)
+    np.negative(e, out=e)
     with np.errstate(under="ignore"):
-        e = np.exp(-np.abs(x))
-    return np.where(x >= 0, 1.0 / (1.0 + e), e / (1.0 + e))
+        np.exp(e, out=e)  # e = exp(-|x|), in (0, 1]
+    r = np.reciprocal(1.0 + e)  # 1 / (1 + exp(-|x|)) = sigmoid(|x|)
+    e *= r  # exp(-|x|) / (1 + exp(-|x|)) = sigmoid(-|x|)
+    return np.where(x >= 0, r, e)
 
 
 def sigmoid(a: Any) -> Tensor:

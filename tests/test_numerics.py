@@ -202,3 +202,16 @@ def test_where_and_masked_fill_require_boolean_masks():
 def test_shape_axis_and_index_errors_are_numpys(call, err):
     with pytest.raises(err):
         call()
+
+
+@pytest.mark.parametrize("ids_shape", [(20,), (4, 6), (0,), (2, 3, 4)])
+def test_embedding_backward_equals_np_add_at(ids_shape):
+    rng = np.random.default_rng(7)
+    weight = Tensor(rng.normal(size=(7, 3)), requires_grad=True)
+    ids = rng.integers(-7, 7, size=ids_shape)
+    out = ag.embedding(weight, ids)
+    g = rng.normal(size=out.shape)
+    out.backward(g)
+    expected = np.zeros((7, 3))
+    np.add.at(expected, ids, g)
+    np.testing.assert_allclose(weight.grad, expected, rtol=1e-14, atol=1e-15)
