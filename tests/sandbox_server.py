@@ -42,7 +42,7 @@ def running_sandbox(env: dict | None = None, command: list[str] | None = None,
     cmd = (command or [sys.executable, "-m", "service.cli"]) + [
         "--host", "127.0.0.1", "--port", str(port), "--log-level", "warning"]
     proc = subprocess.Popen(cmd, cwd=cwd, env={**os.environ, **(env or {})},
-                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+                            stdout=subprocess.DEVNULL)  # stderr: inherited, pytest shows it
     url = f"http://127.0.0.1:{port}"
     try:
         wait_healthy(url, proc)
