@@ -273,6 +273,25 @@ def pow(a: Any, exponent: Any) -> Tensor:  # noqa: A001 - the SPEC's name (L1.1)
     return Tensor._make(out, (a,), "pow", backward)
 
 
+def _rpow(base: Any, exponent: Any) -> Tensor:
+    """`base ** t` for a constant base and a Tensor exponent (behind `Tensor.__rpow__`).
+
+    Backward:
+        exponent: unbroadcast(g * out * log(base)); 0 where base == 0 (as PyTorch)
+        base: not differentiable (a constant, L0.6)
+    """
+    b = _constant(base, "pow", "base")
+    e = _t(exponent)
+    out = b**e.data
+
+    def backward(g: np.ndarray):
+        with np.errstate(divide="ignore"):  # log(0) is replaced by the where
+            local = np.where(b == 0, 0.0, out * np.log(np.where(b == 0, 1.0, b)))
+        return (unbroadcast(g * local, e.data.shape),)
+
+    return Tensor._make(out, (e,), "pow", backward)
+
+
 def exp(a: Any) -> Tensor:
     """Elementwise e ** a, unclipped: large inputs overflow to inf with a warning (L1.2).
 

@@ -126,10 +126,13 @@ class Tensor:
     """A float64 array that can record how it was made and carry a gradient.
 
     Args:
-        data: anything `np.array` accepts (number, nested list, ndarray, another
-            Tensor's data). Ints and bools become float64 (no integer gradients).
-            The data is copied.
+        data: real numbers: a number, a nested list, an ndarray or another Tensor.
+            Ints and bools become float64 (no integer gradients). The data is copied.
         requires_grad: make this a leaf whose `.grad` is filled by `backward()`.
+
+    Raises:
+        TypeError: complex, string, None or other non-numeric data (L0.7).
+        ValueError: a ragged nested list (NumPy's message).
 
     Attributes:
         data: `np.ndarray`, float64.
@@ -156,7 +159,13 @@ class Tensor:
     def __init__(self, data: Any, requires_grad: bool = False) -> None:
         if isinstance(data, Tensor):
             data = data.data
-        self.data: np.ndarray = np.array(data, dtype=np.float64)
+        raw = np.asarray(data)
+        if raw.dtype.kind not in "biuf":  # bool, signed, unsigned, float
+            raise TypeError(
+                "Tensor data must be real numbers (L0.7): numbers, bools or nested lists of "
+                f"them, got {type(data).__name__} of dtype {raw.dtype}"
+            )
+        self.data: np.ndarray = np.array(raw, dtype=np.float64)
         self.grad: np.ndarray | None = None
         self.requires_grad: bool = bool(requires_grad)
         self._parents: tuple[Tensor, ...] = ()
@@ -343,9 +352,7 @@ class Tensor:
         return _ops().pow(self, exponent)
 
     def __rpow__(self, base: Any) -> Tensor:
-        # base ** t == exp(t * log(base)): the base is a constant, t is differentiable.
-        ops = _ops()
-        return ops.exp(ops.mul(self, np.log(np.asarray(base, dtype=np.float64))))
+        return _ops()._rpow(base, self)  # the base is a constant, t is differentiable
 
     def __matmul__(self, other: Any) -> Tensor:
         return _ops().matmul(self, other)

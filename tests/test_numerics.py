@@ -215,3 +215,27 @@ def test_embedding_backward_equals_np_add_at(ids_shape):
     expected = np.zeros((7, 3))
     np.add.at(expected, ids, g)
     np.testing.assert_allclose(weight.grad, expected, rtol=1e-14, atol=1e-15)
+
+
+def test_reflected_pow_with_constant_base():
+    t = Tensor([0.0, 1.0, 2.0], requires_grad=True)
+    out = np.array([[2.0], [-2.0], [0.0]]) ** t  # broadcasts t up to (3, 3)
+    assert out.data.tolist() == [[1, 2, 4], [1, -2, 4], [1, 0, 0]]
+    with pytest.warns(RuntimeWarning, match="invalid value"):  # log(-2) is NaN, as in PyTorch
+        out.backward(np.array([[1.0, 1, 1], [0, 0, 0], [1, 1, 1]]))
+    # d/dt 2**t = 2**t log 2; the base-0 row contributes 0; the -2 row contributes 0 * NaN
+    np.testing.assert_array_equal(np.isnan(t.grad), [True, True, True])
+    t2 = Tensor([0.5, 3.0], requires_grad=True)
+    (2.0**t2).sum().backward()
+    np.testing.assert_allclose(t2.grad, 2.0 ** t2.data * np.log(2.0), rtol=1e-15)
+    z = Tensor([2.0], requires_grad=True)
+    (0.0**z).sum().backward()
+    assert z.grad.tolist() == [0.0]
+
+
+def test_tensor_data_must_be_real_numbers():
+    for bad in [1 + 2j, "3", None, {"a": 1}, np.array([1 + 0j])]:
+        with pytest.raises(TypeError, match="real numbers"):
+            Tensor(bad)
+    with pytest.raises(ValueError):
+        Tensor([[1, 2], [3]])
