@@ -1,0 +1,162 @@
+// Input editors, one per registry input kind (glassllm/wire.py lists the kinds):
+//   tensor / array / table / int_array  a text box holding a nested list, its shape shown live
+//   bool_mask                           the same text box plus a grid of clickable cells
+//   number / int / axis / axes / shape / index   a one-line box
+//   bool                                a checkbox
+// Every editor has a message line beside it, where the server's error or warning that
+// names this input is written in plain words.
+
+import { formatValue, parseValue, shapeOf, shapeText } from "./wire.js";
+
+const ARRAY_KINDS = new Set(["tensor", "array", "table", "int_array", "bool_mask"]);
+const KIND_WORDS = {
+  tensor: "numbers (differentiable)", array: "numbers (constant)", table: "trig table (constant)",
+  int_array: "integer ids", bool_mask: "boolean mask: true = masked", number: "a number",
+  int: "an integer", bool: "true / false", axis: "axis: empty = all, 0, -1 or [0, 1]",
+  axes: "axes: empty = reverse, or [1, 0]", shape: "shape, e.g. [3, -1]", index: "NumPy index as JSON",
+};
+
+function el(tag, attrs = {}, ...children) {
+  const node = document.createElement(tag);
+  for (const [k, v] of Object.entries(attrs)) {
+    if (k === "class") node.className = v;
+    else if (k === "text") node.textContent = v;
+    else node.setAttribute(k, v);
+  }
+  for (const c of children) if (c != null) node.append(c);
+  return node;
+}
+
+/** Show (or clear) a message beside an input; kind is "error" or "warning". */
+export function setMessage(field, text, kind = "error") {
+  const msg = field.querySelector(":scope > .msg");
+  msg.textContent = text || "";
+  msg.className = `msg ${text ? kind : ""}`;
+  const control = field.querySelector("[data-control]");
+  if (control) control.setAttribute("aria-invalid", text && kind === "error" ? "true" : "false");
+}
+
+function liveShape(textarea, out, kind) {
+  try {
+    const v = parseValue(textarea.value);
+    const shape = shapeOf(v);
+    out.textContent = shape === null ? "shape: ragged (rows of different lengths)" : `shape ${shapeText(shape)}`;
+    out.classList.toggle("bad", shape === null);
+    return v;
+  } catch {
+    out.textContent = kind === "bool_mask" ? "shape: not yet a list of true / false" : "shape: not yet a number list";
+    out.classList.add("bad");
+    return undefined;
+  }
+}
+
+/** The clickable grid of a 1-D or 2-D boolean mask; each cell toggles masked / kept. */
+function maskGrid(textarea, name, onChange) {
+  const grid = el("div", { class: "mask-grid", role: "group", "aria-label": `${name}: click a cell to toggle it` });
+  const draw = () => {
+    grid.replaceChildren();
+    let v;
+    try { v = parseValue(textarea.value); } catch { return; }
+    const shape = shapeOf(v);
+    if (shape === null || shape.length < 1 || shape.length > 2) return;
+    const rows = shape.length === 1 ? [v] : v;
+    rows.forEach((row, i) => {
+      const r = el("div", { class: "mask-row" });
+      row.forEach((cell, j) => {
+        const on = cell === true || cell === 1;
+        const at = shape.length === 1 ? `${j}` : `${i}, ${j}`;
+        const b = el("button", { type: "button", class: on ? "on" : "", "aria-pressed": String(on),
+          "aria-label": `${name}[${at}] ${on ? "masked" : "kept"}`, text: on ? "■" : "·" });
+        b.addEventListener("click", () => {
+          if (shape.length === 1) v[j] = !on; else v[i][j] = !on;
+          textarea.value = formatValue(shape.length === 1 ? v.map(Boolean) : v.map((r2) => r2.map(Boolean)));
+          textarea.dispatchEvent(new Event("input"));
+          grid.querySelector(`[data-at="${at}"]`)?.focus();
+          onChange();
+        });
+        b.dataset.at = at;
+        r.append(b);
+      });
+      grid.append(r);
+    });
+  };
+  textarea.addEventListener("input", draw);
+  draw();
+  return grid;
+}
+
+/**
+ * A field for one registry input.
+ * @returns {{field: HTMLElement, read: () => any, write: (v) => void, requiresGrad: () => boolean}}
+ *   read() returns the wire value, or `undefined` for "use the default"; it throws an
+ *   Error whose message completes "input <name> ..." when the text cannot be read.
+ */
+export function makeEditor(spec, value, { requiresGrad = true, onChange = () => {}, idPrefix = "in" } = {}) {
+  const id = `${idPrefix}-${spec.name}`;
+  const msgId = `msg-${idPrefix}-${spec.name}`;
+  const field = el("div", { class: `field kind-${spec.kind}` });
+  field.dataset.input = spec.name;
+  const words = KIND_WORDS[spec.kind] ?? spec.kind;
+  field.append(el("label", { for: id },
+    el("span", { class: "name", text: spec.name }), " ",
+    el("span", { class: "kind", text: words + (spec.shape ? ` · ${spec.shape}` : "") })));
+  if (spec.doc) field.append(el("p", { class: "doc", id: `${id}-doc`, text: spec.doc }));
+  const described = `${msgId}${spec.doc ? ` ${id}-doc` : ""}`;
+  let control;
+  let read;
+  let write;
+
+  if (ARRAY_KINDS.has(spec.kind)) {
+    control = el("textarea", { id, class: "code", rows: "3", spellcheck: "false", "aria-describedby": described });
+    const shape = el("span", { class: "shape-live", "aria-live": "polite" });
+    write = (v) => {
+      control.value = v === undefined || v === null ? "" : formatValue(v);
+      control.rows = Math.min(8, Math.max(1, control.value.split("\n").length));
+      liveShape(control, shape, spec.kind);
+    };
+    read = () => {
+      if (control.value.trim() === "" && !spec.required) return undefined;
+      return parseValue(control.value);
+    };
+    control.addEventListener("input", () => { liveShape(control, shape, spec.kind); onChange(); });
+    field.append(control, shape);
+    write(value);
+    if (spec.kind === "bool_mask") field.append(maskGrid(control, spec.name, onChange));
+  } else if (spec.kind === "bool") {
+    control = el("input", { id, type: "checkbox", "aria-describedby": described });
+    write = (v) => { control.checked = Boolean(v); };
+    read = () => control.checked;
+    control.addEventListener("change", onChange);
+    field.querySelector("label").prepend(control, " ");
+    write(value ?? spec.default);
+  } else {
+    control = el("input", { id, type: "text", class: "code", spellcheck: "false", autocomplete: "off",
+      "aria-describedby": described, placeholder: spec.required ? "" : `default: ${JSON.stringify(spec.default)}` });
+    write = (v) => { control.value = v === undefined || v === null ? "" : JSON.stringify(v); };
+    read = () => {
+      const text = control.value.trim();
+      if (text === "") {
+        if (!spec.required) return undefined;
+        throw new Error("is required");
+      }
+      const v = parseValue(text);
+      if (spec.kind === "int" && !Number.isInteger(v)) throw new Error("must be an integer");
+      if (spec.kind === "shape" && typeof v === "number") return [v];
+      return v;
+    };
+    control.addEventListener("input", onChange);
+    field.append(control);
+    write(value);
+  }
+  control.dataset.control = "";
+
+  let grad = null;
+  if (spec.differentiable) {
+    grad = el("input", { type: "checkbox", id: `${id}-grad` });
+    grad.checked = requiresGrad;
+    grad.addEventListener("change", onChange);
+    field.append(el("label", { for: `${id}-grad`, class: "grad-toggle" }, grad, " requires grad"));
+  }
+  field.append(el("p", { class: "msg", id: msgId, "aria-live": "polite" }));
+  return { field, read, write, requiresGrad: () => (grad ? grad.checked : false) };
+}

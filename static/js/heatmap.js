@@ -1,0 +1,158 @@
+// Heatmap tables: every array as an HTML table whose cells are coloured and still carry
+// their numbers (readable as text by everyone, including screen readers).
+//  - gradients: a diverging scale centred on 0 (blue negative, white 0, orange positive);
+//  - probabilities: a sequential scale on [0, 1] (viridis);
+//  - other values: diverging when they change sign, sequential otherwise.
+// Both palettes are colour-blind safe (blue/orange never rely on red vs green).
+// 0-D is one cell, 1-D one row, 2-D a table, 3-D and up a row of 2-D slices labelled by
+// their leading indices.
+
+import { flat, formatNumber, shapeOf, shapeText } from "./wire.js";
+
+const DIVERGING = [[33, 102, 172], [146, 197, 222], [247, 247, 247], [253, 184, 99], [179, 88, 6]];
+const SEQUENTIAL = [[68, 1, 84], [59, 82, 139], [33, 145, 140], [94, 201, 98], [253, 231, 37]];
+const MAX_CELLS = 4096;
+
+function lerpStops(stops, t) {
+  const x = Math.min(Math.max(t, 0), 1) * (stops.length - 1);
+  const i = Math.min(Math.floor(x), stops.length - 2);
+  const f = x - i;
+  return stops[i].map((c, k) => Math.round(c + (stops[i + 1][k] - c) * f));
+}
+
+function textColour([r, g, b]) {
+  const lum = (0.299 * r + 0.587 * g + 0.114 * b) / 255;
+  return lum > 0.55 ? "#111" : "#fff";
+}
+
+/** How to colour an array: "diverging" centred on 0, or "sequential" over [lo, hi]. */
+export function chooseScale(numbers, role) {
+  const finite = numbers.filter((x) => typeof x === "number" && Number.isFinite(x));
+  const lo = finite.length ? Math.min(...finite) : 0;
+  const hi = finite.length ? Math.max(...finite) : 0;
+  if (role === "probability") return { kind: "sequential", lo: 0, hi: 1 };
+  if (role === "grad" || lo < 0) {
+    return { kind: "diverging", lo: -Math.max(Math.abs(lo), Math.abs(hi)), hi: Math.max(Math.abs(lo), Math.abs(hi)) };
+  }
+  return { kind: "sequential", lo, hi };
+}
+
+function cellColour(x, scale) {
+  if (typeof x !== "number") return null;
+  if (Number.isNaN(x)) return null;                        // NaN: hatched grey (CSS)
+  let t;
+  if (scale.kind === "diverging") {
+    const m = scale.hi || 1;
+    t = x === Infinity ? 1 : x === -Infinity ? 0 : 0.5 + 0.5 * (x / m);
+  } else {
+    const span = scale.hi - scale.lo;
+    t = x === Infinity ? 1 : x === -Infinity ? 0 : span > 0 ? (x - scale.lo) / span : 0.5;
+  }
+  return lerpStops(scale.kind === "diverging" ? DIVERGING : SEQUENTIAL, t);
+}
+
+function el(tag, attrs = {}, ...children) {
+  const node = document.createElement(tag);
+  for (const [k, v] of Object.entries(attrs)) {
+    if (k === "class") node.className = v;
+    else if (k === "text") node.textContent = v;
+    else node.setAttribute(k, v);
+  }
+  for (const c of children) if (c != null) node.append(c);
+  return node;
+}
+
+function cell(x, scale) {
+  const td = el("td", { text: formatNumber(x) });
+  const full = typeof x === "number" ? (Number.isNaN(x) ? "NaN" : String(x)) : String(x);
+  td.dataset.v = full;
+  td.title = full;
+  const rgb = cellColour(x, scale);
+  if (rgb) {
+    td.style.background = `rgb(${rgb.join(",")})`;
+    td.style.color = textColour(rgb);
+  } else if (Number.isNaN(x)) {
+    td.className = "nan";
+  }
+  return td;
+}
+
+/** One 2-D (or 1-D / 0-D) block as a table with row and column indices. */
+function table2d(block, scale, label) {
+  const rows = Array.isArray(block) ? (Array.isArray(block[0]) ? block : [block]) : [[block]];
+  const isVector = Array.isArray(block) && !Array.isArray(block[0]);
+  const tbl = el("table", { class: "heat" });
+  if (label) tbl.append(el("caption", { text: label }));
+  if (Array.isArray(block)) {
+    const head = el("tr", {}, el("th", { scope: "col", class: "corner", "aria-label": "index" }));
+    rows[0].forEach((_, j) => head.append(el("th", { scope: "col", text: String(j) })));
+    tbl.append(el("thead", {}, head));
+  }
+  const body = el("tbody");
+  rows.forEach((row, i) => {
+    const tr = el("tr");
+    if (Array.isArray(block)) tr.append(el("th", { scope: "row", text: isVector ? "" : String(i) }));
+    row.forEach((x) => tr.append(cell(x, scale)));
+    body.append(tr);
+  });
+  tbl.append(body);
+  return tbl;
+}
+
+/** Every leading-index combination of a >2-D array, with its 2-D slice. */
+function slices(value, shape) {
+  const lead = shape.slice(0, -2);
+  const out = [];
+  const walk = (v, idx) => {
+    if (idx.length === lead.length) out.push([idx, v]);
+    else v.forEach((sub, i) => walk(sub, [...idx, i]));
+  };
+  walk(value, []);
+  return out;
+}
+
+function legend(scale) {
+  const stops = scale.kind === "diverging" ? DIVERGING : SEQUENTIAL;
+  const bar = el("span", { class: "legend-bar", "aria-hidden": "true" });
+  bar.style.background = `linear-gradient(to right, ${stops.map((s) => `rgb(${s.join(",")})`).join(", ")})`;
+  const words = scale.kind === "diverging"
+    ? `diverging, centred on 0 (±${formatNumber(scale.hi)})`
+    : `sequential ${formatNumber(scale.lo)} … ${formatNumber(scale.hi)}`;
+  return el("span", { class: "legend" }, el("span", { text: formatNumber(scale.lo) }), bar,
+    el("span", { text: formatNumber(scale.hi) }), el("span", { class: "legend-words", text: words }));
+}
+
+/**
+ * An array as a captioned heatmap figure.
+ * @param value  nested lists of numbers (already through fromWire)
+ * @param opts   {title, role: "grad" | "probability" | "value", name}
+ */
+export function heatmap(value, { title, role = "value", name = "" } = {}) {
+  const shape = shapeOf(value) ?? [];
+  const numbers = flat(value);
+  const scale = chooseScale(numbers, role);
+  const fig = el("figure", { class: `heatmap role-${role}` });
+  fig.dataset.name = name;
+  fig.dataset.shape = JSON.stringify(shape);
+  fig.append(el("figcaption", {},
+    el("strong", { text: title }), " ",
+    el("span", { class: "shape", text: `shape ${shapeText(shape)}` }), " ", legend(scale)));
+  const wrap = el("div", { class: "heat-scroll", tabindex: "0", role: "region", "aria-label": `${title}, shape ${shapeText(shape)}` });
+  if (shape.length <= 2) {
+    wrap.append(table2d(value, scale));
+  } else {
+    const row = el("div", { class: "slices" });
+    let shown = 0;
+    for (const [idx, block] of slices(value, shape)) {
+      if (shown >= MAX_CELLS) {
+        row.append(el("p", { class: "hint", text: `… more slices not drawn (${numbers.length} elements)` }));
+        break;
+      }
+      row.append(table2d(block, scale, `[${idx.join(", ")}, :, :]`));
+      shown += shape.at(-1) * shape.at(-2);
+    }
+    wrap.append(row);
+  }
+  fig.append(wrap);
+  return fig;
+}

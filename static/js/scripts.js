@@ -1,0 +1,117 @@
+// "Copy as Python" and "copy as curl": the case on screen as a glassllm script that
+// reproduces it offline, or as the HTTP request the page sends.
+
+function pyNumber(x) {
+  if (x === true) return "True";
+  if (x === false) return "False";
+  if (x === null) return "None";
+  if (x === "NaN" || x === "nan") return "np.nan";
+  if (x === "Infinity" || x === "inf") return "np.inf";
+  if (x === "-Infinity" || x === "-inf") return "-np.inf";
+  if (typeof x === "number" && Number.isInteger(x)) return String(x);
+  return String(x);
+}
+
+/** A wire value as a Python literal (nested lists, non-finite as np.inf / np.nan). */
+export function pyLiteral(v) {
+  if (Array.isArray(v)) return "[" + v.map(pyLiteral).join(", ") + "]";
+  return pyNumber(v);
+}
+
+function pyFloatArray(v) {
+  return `np.array(${pyLiteral(v)}, dtype=float)`;
+}
+
+/** A getitem index in JSON (glassllm/wire.py decode_index) as Python subscript text. */
+export function pyIndex(v) {
+  const item = (it) => {
+    if (it === null) return "None";
+    if (it === "...") return "...";
+    if (typeof it === "number") return String(it);
+    if (it && "array" in it) return `np.array(${pyLiteral(it.array)})`;
+    if (it && "mask" in it) return `np.array(${pyLiteral(it.mask)}, dtype=bool)`;
+    const part = (x) => (x === null || x === undefined ? "" : String(x));
+    return `${part(it.start)}:${part(it.stop)}` + (it.step != null ? `:${it.step}` : "");
+  };
+  if (Array.isArray(v)) return v.length === 1 ? `${item(v[0])},` : v.map(item).join(", ");
+  return item(v);
+}
+
+function pyArg(spec, v) {
+  switch (spec.kind) {
+    case "tensor": return null;                                   // a named Tensor variable
+    case "array": case "table": return pyFloatArray(v);
+    case "int_array": return `np.array(${pyLiteral(v)})`;
+    case "bool_mask": return `np.array(${pyLiteral(v)}, dtype=bool)`;
+    case "number": return typeof v === "string" ? pyNumber(v) : String(v);
+    case "axis": case "axes": case "shape":
+      return Array.isArray(v) ? `(${v.join(", ")}${v.length === 1 ? "," : ""})` : pyNumber(v);
+    case "index": return `(${pyIndex(v)})`;
+    default: return pyLiteral(v);
+  }
+}
+
+const FOOTER = (out, names) => [
+  "",
+  `print("value:", ${out}.data if hasattr(${out}, "data") else ${out})`,
+  ...names.map((n) => `print("grad of ${n}:", ${n}.grad)`),
+];
+
+/** One op with its inputs, as a script using glassllm.autograd (or glassllm.layers). */
+export function opPython(op, inputs, requiresGrad, gradOutput) {
+  const lines = ["import numpy as np", "", "from glassllm import Tensor",
+    `from ${op.module || "glassllm.autograd"} import ${op.name}`, ""];
+  const args = [];
+  for (const spec of op.inputs) {
+    const have = spec.name in inputs;
+    const v = have ? inputs[spec.name] : spec.default;
+    if (spec.kind === "tensor") {
+      const rg = requiresGrad.includes(spec.name) ? ", requires_grad=True" : "";
+      lines.push(`${spec.name} = Tensor(${pyFloatArray(v)}${rg})`);
+      args.push(spec.name);
+    } else {
+      args.push(have || !spec.required ? (v === null ? "None" : pyArg(spec, v)) : "None");
+    }
+  }
+  lines.push(`out = ${op.name}(${args.join(", ")})`);
+  if (op.output === "ndarray") {
+    lines.push("", "print(out)   # an np.ndarray (L0.2): no graph, no gradients");
+    return lines.join("\n") + "\n";
+  }
+  const seed = gradOutput == null ? "np.ones_like(out.data)   # the gradient of out.sum()"
+    : pyFloatArray(gradOutput);
+  if (requiresGrad.length) lines.push(`out.backward(${seed})`);
+  lines.push(...FOOTER("out", requiresGrad));
+  return lines.join("\n") + "\n";
+}
+
+/** An expression with its variables, as a script: the expression language is Python syntax
+ *  over the registry's ops, so it runs as written. */
+export function exprPython(expression, variables, ops, gradOutput) {
+  const used = ops.filter((op) => new RegExp(`\\b${op.name}\\s*\\(`).test(expression));
+  const byModule = {};
+  for (const op of used) (byModule[op.module || "glassllm.autograd"] ??= []).push(op.name);
+  const lines = ["import numpy as np", "", "from glassllm import Tensor"];
+  for (const [mod, names] of Object.entries(byModule)) lines.push(`from ${mod} import ${names.sort().join(", ")}`);
+  lines.push("", "inf, nan = np.inf, np.nan", "");
+  const grads = [];
+  for (const [name, spec] of Object.entries(variables)) {
+    const v = spec.value;
+    const leaves = JSON.stringify(v);
+    if (/true|false/.test(leaves)) lines.push(`${name} = np.array(${pyLiteral(v)}, dtype=bool)`);
+    else if (spec.requires_grad) { lines.push(`${name} = Tensor(${pyFloatArray(v)}, requires_grad=True)`); grads.push(name); }
+    else if (/[.eE]|"/.test(leaves)) lines.push(`${name} = Tensor(${pyFloatArray(v)})`);
+    else lines.push(`${name} = np.array(${pyLiteral(v)})`);
+  }
+  lines.push(`out = ${expression.trim()}`);
+  const seed = gradOutput == null ? "np.ones_like(out.data)   # the gradient of out.sum()" : pyFloatArray(gradOutput);
+  if (grads.length) lines.push(`out.backward(${seed})`);
+  lines.push(...FOOTER("out", grads));
+  return lines.join("\n") + "\n";
+}
+
+/** The request as a curl command line (single quotes escaped for POSIX shells). */
+export function curl(url, body) {
+  const json = JSON.stringify(body).replace(/'/g, "'\\''");
+  return `curl -sS -X POST '${url}' \\\n  -H 'Content-Type: application/json' \\\n  -d '${json}'\n`;
+}
