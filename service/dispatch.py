@@ -7,6 +7,8 @@ floating-point warnings captured for this request only → the response bytes.
 
 from __future__ import annotations
 
+import threading
+import warnings as pywarnings
 from typing import Any
 
 import numpy as np
@@ -19,6 +21,7 @@ from service.errors import ApiError
 from service.settings import Settings
 
 NUMPY_ERRORS = (ValueError, IndexError, TypeError, ArithmeticError)
+_PYWARNINGS_LOCK = threading.Lock()
 
 
 def parse_envelope(op: Op, body: Any) -> tuple[dict, list[str] | None, Any]:
@@ -76,13 +79,29 @@ def compute(op: Op, body: Any, maybe_bools: bool, settings: Settings) -> bytes:
 
         # NumPy 2 keeps the error state in a context variable: this is per thread and per
         # request, unlike the warnings module's catch_warnings (H6).
-        with np.errstate(all="call", call=on_fp_error):
-            try:
-                result = registry.run(op, args, requires_grad, g)
-            except (WireError, LimitError):
-                raise
-            except NUMPY_ERRORS as exc:
-                raise numpy_error(op, inputs, exc) from None
+        def forward_backward():
+            # NumPy 2 keeps the error state in a context variable: this is per thread and
+            # per request, unlike the warnings module's catch_warnings (H6).
+            with np.errstate(all="call", call=on_fp_error):
+                try:
+                    return registry.run(op, args, requires_grad, g)
+                except (WireError, LimitError):
+                    raise
+                except NUMPY_ERRORS as exc:
+                    raise numpy_error(op, inputs, exc) from None
+
+        try:
+            result = forward_backward()
+        except Warning:
+            # A few NumPy warnings ("Mean of empty slice") use the warnings module, which
+            # the sandbox turns into errors (service.cli). Rerun once, recording them; the
+            # lock keeps our own threads from racing on the global warnings state.
+            with _PYWARNINGS_LOCK, pywarnings.catch_warnings(record=True) as caught:
+                pywarnings.simplefilter("always")
+                result = forward_backward()
+            for w in caught:
+                if str(w.message) not in warnings:
+                    warnings.append(str(w.message))
     except WireError as exc:
         raise ApiError(422, "invalid_input", str(exc), op=op.name, input=exc.input) from None
     except LimitError as exc:

@@ -218,3 +218,9 @@ def test_concurrent_answers_equal_serial_answers():
         parallel = list(pool.map(call, reqs))
     assert parallel == serial
     assert {s for s, _ in serial} == {200, 400}
+
+
+def test_warnings_module_warnings_are_returned_not_raised(client):
+    r = client.post("/api/v1/ops/mean", json={"inputs": {"a": []}})
+    assert r.status_code == 200 and r.json()["value"] == "NaN"
+    assert any("Mean of empty slice" in w for w in r.json()["warnings"])
