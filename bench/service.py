@@ -1,0 +1,117 @@
+"""Sandbox latency and throughput (issue 4): p50 / p99 and requests/s at concurrency 1 and
+16 for softmax (4, 8), matmul (256, 256) @ (256, 256) and /healthz (the framework floor),
+against the real server (uvicorn, loopback, free port), plus the in-process floor of the
+matmul round trip: orjson-decode the request, NumPy forward + backward, orjson-encode.
+
+    .venv/bin/python bench/service.py [--seconds 3]
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import socket
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+import httpx
+import numpy as np
+import orjson
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def start() -> tuple[subprocess.Popen, str]:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    env = {**os.environ, "GLASSLLM_MAX_CONCURRENCY": "64"}
+    proc = subprocess.Popen([sys.executable, "-m", "service.cli", "--port", str(port),
+                             "--log-level", "warning"], cwd=ROOT, env=env)
+    url = f"http://127.0.0.1:{port}"
+    for _ in range(300):
+        try:
+            httpx.get(f"{url}/healthz", timeout=1)
+            return proc, url
+        except httpx.HTTPError:
+            time.sleep(0.1)
+    raise SystemExit("the sandbox did not start")
+
+
+def measure(url: str, method: str, path: str, body: bytes | None, concurrency: int,
+            seconds: float) -> tuple[float, float, float]:
+    latencies: list[float] = []
+    stop = time.perf_counter() + seconds
+    lock = threading.Lock()
+
+    def worker():
+        mine = []
+        with httpx.Client(base_url=url, timeout=60) as c:
+            while time.perf_counter() < stop:
+                t = time.perf_counter()
+                r = c.request(method, path, content=body,
+                              headers={"content-type": "application/json"})
+                assert r.status_code == 200, r.text[:200]
+                mine.append(time.perf_counter() - t)
+        with lock:
+            latencies.extend(mine)
+
+    t0 = time.perf_counter()
+    threads = [threading.Thread(target=worker) for _ in range(concurrency)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    elapsed = time.perf_counter() - t0
+    lat = np.array(latencies) * 1000
+    return float(np.percentile(lat, 50)), float(np.percentile(lat, 99)), len(lat) / elapsed
+
+
+def matmul_floor(body: bytes, repeats: int = 20) -> float:
+    """ms for decode + forward + backward + encode, with no web framework at all."""
+    times = []
+    for _ in range(repeats):
+        t = time.perf_counter()
+        req = orjson.loads(body)["inputs"]
+        a, b = np.array(req["a"]), np.array(req["b"])
+        out = a @ b
+        g = np.ones_like(out)
+        ga, gb = g @ b.T, a.T @ g
+        orjson.dumps({"value": out, "grads": {"a": ga, "b": gb}},
+                     option=orjson.OPT_SERIALIZE_NUMPY)
+        times.append(time.perf_counter() - t)
+    return float(np.median(times) * 1000)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--seconds", type=float, default=3.0)
+    args = parser.parse_args()
+    rng = np.random.default_rng(0)
+    softmax = orjson.dumps({"inputs": {"a": rng.normal(size=(4, 8))}},
+                           option=orjson.OPT_SERIALIZE_NUMPY)
+    m = rng.normal(size=(256, 256))
+    matmul = orjson.dumps({"inputs": {"a": m, "b": m}}, option=orjson.OPT_SERIALIZE_NUMPY)
+    proc, url = start()
+    try:
+        print(f"{'case':<22}{'conc':>5}{'p50 ms':>10}{'p99 ms':>10}{'req/s':>10}")
+        for name, method, path, body in [
+            ("healthz", "GET", "/healthz", None),
+            ("softmax (4, 8)", "POST", "/api/v1/ops/softmax", softmax),
+            ("matmul 256²", "POST", "/api/v1/ops/matmul", matmul),
+        ]:
+            for conc in (1, 16):
+                p50, p99, rps = measure(url, method, path, body, conc, args.seconds)
+                print(f"{name:<22}{conc:>5}{p50:>10.2f}{p99:>10.2f}{rps:>10.0f}")
+        print(f"matmul 256² floor (decode + NumPy fwd/bwd + encode, in-process):"
+              f" {matmul_floor(matmul):.2f} ms")
+    finally:
+        proc.terminate()
+        proc.wait(timeout=10)
+
+
+if __name__ == "__main__":
+    main()
