@@ -279,7 +279,8 @@ class Builder:
             raise ExprError(f"`{node.text[:60]}` would bring the graph to {self.elements}"
                             f" elements; the limits are {self.limits.max_result_elements} per"
                             f" node and {self.limits.max_graph_elements} in all (SPEC H5)",
-                            status=413, code="too_large", span=node.span, op=node.op)
+                            status=413, code="too_large", span=node.span,
+                            position=node.span[0], op=node.op)
         node.id = len(self.nodes)
         self.nodes.append(node)
         return node.id
@@ -517,6 +518,7 @@ class Builder:
             raise ExprError(f"{op.name}: {exc}", span=span, position=span[0], op=op.name) from None
         except LimitError as exc:
             raise ExprError(f"`{text[:60]}`: {exc}", status=413, code="too_large", span=span,
+                            position=span[0],
                             op=op.name) from None
         except (*NUMPY_ERRORS, MemoryError) as exc:
             raise ExprError(f"`{text[:60]}`: {op.name}: {type(exc).__name__}: {exc}",

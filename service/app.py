@@ -7,6 +7,7 @@ from fastapi import FastAPI
 from glassllm.registry import OPS
 from service import errors, schemas
 from service.limits import ComputeSlots
+from service.routes import eval as eval_routes
 from service.routes import health, ops, pages
 from service.settings import Settings
 
@@ -26,6 +27,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     errors.install(app)
     app.include_router(health.router)
     app.include_router(ops.router)
+    app.include_router(eval_routes.router)
     pages.install(app, settings.static_dir)
 
     def openapi() -> dict:

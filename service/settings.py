@@ -22,5 +22,9 @@ class Settings(BaseSettings):
     max_concurrency: int = 2 * (os.cpu_count() or 1)
     """Computations running at once; more are refused with 503 and Retry-After."""
     retry_after_seconds: int = 1
+    max_expression_length: int = 2000
+    """Characters of a /api/v1/eval expression (422 above)."""
+    max_check_elements: int = 2000
+    """Elements finite-differenced by /api/v1/eval's "check": true (413 above)."""
     static_dir: Path | None = None
     """Where the page lives; default: the copy shipped in the wheel, else the repo's static/."""

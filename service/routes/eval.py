@@ -1,0 +1,145 @@
+"""``POST /api/v1/eval`` (a composed expression, every node's value and adjoint) and
+``GET /api/v1/examples`` (SPEC Part L as ready requests) — issue 5.
+
+The work is `glassllm.expr.evaluate`, the same function a notebook calls; this router only
+reads the body under the service's limits (H5), runs it in a worker thread inside a
+compute slot, and maps `ExprError` to 422 / 413 / 400 with the offending position (H4).
+"""
+
+from __future__ import annotations
+
+import warnings as pywarnings
+from typing import Any
+
+import orjson
+from fastapi import APIRouter, Request
+from pydantic import BaseModel, Field
+from starlette.concurrency import run_in_threadpool
+from starlette.responses import Response
+
+from glassllm.examples import EXAMPLES
+from glassllm.expr import ExprError, Limits, evaluate
+from service import schemas
+from service.codec import dumps
+from service.dispatch import _PYWARNINGS_LOCK
+from service.errors import ApiError
+from service.limits import check_depth, read_body
+from service.settings import Settings
+
+router = APIRouter(prefix="/api/v1", tags=["expressions"])
+ERRORS = {s: {"model": schemas.ErrorBody} for s in (400, 413, 415, 422, 503)}
+FIELDS = ("expression", "variables", "grad_output", "check")
+_EXAMPLES_JSON = orjson.dumps({"examples": EXAMPLES})
+
+
+class EvalResult(BaseModel):
+    """The answer of ``POST /api/v1/eval``; arrays in the wire format (H3)."""
+
+    value: Any = Field(description="a JSON number for a 0-d output, else nested lists")
+    shape: list[int]
+    grads: dict[str, Any] = Field(description="one array per variable that requires grad")
+    warnings: list[str]
+    output: int = Field(description="the id of the output node")
+    nodes: list[dict[str, Any]] = Field(
+        description="in evaluation order: id, op, span [start, end), text, inputs (node ids),"
+                    " shape, requires_grad, value, grad (the adjoint ∂out/∂node), ledger"
+                    " ([{input, summed_axes}]: axes summed to undo broadcasting); variables"
+                    " also have name and kind")
+    first_nonfinite: dict[str, Any] | None = Field(
+        description="{node, pass: forward | backward, count} of the first non-finite node")
+    check: dict[str, Any] | None = Field(
+        description="with check: per variable analytic, numeric, max_abs_err, max_rel_err,"
+                    " passed")
+
+
+class ExampleList(BaseModel):
+    examples: list[dict[str, Any]]
+
+
+def limits_of(settings: Settings) -> Limits:
+    return Limits(max_length=settings.max_expression_length,
+                  max_array_elements=settings.max_array_elements,
+                  max_result_elements=settings.max_result_elements,
+                  max_graph_elements=settings.max_result_elements,
+                  max_matmul_madds=settings.max_matmul_madds,
+                  max_check_elements=settings.max_check_elements)
+
+
+def compute(body: Any, maybe_bools: bool, settings: Settings) -> bytes:
+    """Run in a worker thread; every refusal is an ApiError."""
+    if not isinstance(body, dict):
+        raise ApiError(422, "invalid_request", 'the body must be a JSON object {"expression":'
+                       ' "...", "variables": {...}, "grad_output": ..., "check": false}',
+                       input="request body")
+    extra = sorted(set(body) - set(FIELDS))
+    if extra:
+        raise ApiError(422, "invalid_request", f"unknown field '{extra[0][:40]}'; the fields"
+                       f" are {', '.join(FIELDS)}", input=extra[0][:40])
+    if "expression" not in body:
+        raise ApiError(422, "invalid_request", "'expression' is required", input="expression")
+    kwargs = {"expression": body["expression"], "variables": body.get("variables"),
+              "grad_output": body.get("grad_output"), "check": body.get("check", False),
+              "limits": limits_of(settings), "maybe_bools": maybe_bools}
+    try:
+        try:
+            result = evaluate(**kwargs)
+        except Warning:
+            # NumPy's warnings-module warnings ("Mean of empty slice") are errors in the
+            # sandbox (service.cli); rerun once recording them, as the ops route does.
+            with _PYWARNINGS_LOCK, pywarnings.catch_warnings(record=True) as caught:
+                pywarnings.simplefilter("always")
+                result = evaluate(**kwargs)
+            for w in caught:
+                if str(w.message) not in result["warnings"]:
+                    result["warnings"].append(str(w.message))
+    except ExprError as exc:
+        raise ApiError(exc.status, exc.code, exc.message, op=exc.op, input=exc.input,
+                       **exc.detail()) from None
+    except MemoryError:
+        raise ApiError(413, "too_large", "the computation ran out of memory") from None
+    return dumps(result)
+
+
+@router.post("/eval", response_model=EvalResult, responses=ERRORS,
+             summary="Evaluate an expression of registry ops: every node's value and gradient",
+             openapi_extra={"requestBody": {"required": True, "content": {"application/json": {
+                 "schema": {"type": "object", "required": ["expression"],
+                            "additionalProperties": False, "properties": {
+                                "expression": {"type": "string"},
+                                "variables": {"type": "object", "additionalProperties": {
+                                    "anyOf": [{"$ref": "#/components/schemas/FloatArray"},
+                                              {"type": "object", "required": ["value"],
+                                               "properties": {"value": {},
+                                                              "requires_grad": {
+                                                                  "type": "boolean"}}}]}},
+                                "grad_output": {"anyOf": [
+                                    {"type": "null"},
+                                    {"$ref": "#/components/schemas/FloatArray"}]},
+                                "check": {"type": "boolean"}}},
+                 "example": EXAMPLES[1]["request"]}}}})
+async def eval_expression(request: Request) -> Response:
+    settings = request.app.state.settings
+    ctype = request.headers.get("content-type", "").split(";")[0].strip().lower()
+    if ctype != "application/json" and not ctype.endswith("+json"):
+        raise ApiError(415, "unsupported_media_type", f"Content-Type must be application/json;"
+                       f" got {ctype or 'none'!r}", input="Content-Type")
+    body = await read_body(request, settings)
+    if not body.strip():
+        raise ApiError(422, "invalid_request", 'the body is empty; send {"expression": ...}',
+                       input="request body")
+    check_depth(body, settings)
+    try:
+        parsed = orjson.loads(body)
+    except orjson.JSONDecodeError as exc:
+        raise ApiError(422, "invalid_json", f"the body is not valid JSON: {exc}",
+                       input="request body") from None
+    maybe_bools = b"true" in body or b"false" in body
+    with request.app.state.slots:
+        out = await run_in_threadpool(compute, parsed, maybe_bools, settings)
+    return Response(out, media_type="application/json")
+
+
+@router.get("/examples", response_model=ExampleList,
+            summary="Every example of SPEC Part L as a ready /api/v1/eval request")
+def list_examples() -> Response:
+    return Response(_EXAMPLES_JSON, media_type="application/json")
