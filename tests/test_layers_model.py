@@ -356,3 +356,12 @@ def test_cli_reports_errors_without_traceback(tmp_path, capsys):
     assert capsys.readouterr().err.startswith("error:")
     with pytest.raises(SystemExit):
         main(["train", "--steps", "not-a-number"])
+
+
+@pytest.mark.parametrize("name", ["layers", "optim", "tokenizer", "train", "cli"])
+def test_module_all_is_sorted_and_complete(name):
+    import importlib
+
+    module = importlib.import_module(f"glassllm.{name}")
+    assert module.__all__ == sorted(module.__all__)
+    assert all(hasattr(module, attr) for attr in module.__all__)
