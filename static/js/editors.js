@@ -132,7 +132,9 @@ export function makeEditor(spec, value, { requiresGrad = true, onChange = () => 
   } else {
     control = el("input", { id, type: "text", class: "code", spellcheck: "false", autocomplete: "off",
       "aria-describedby": described, placeholder: spec.required ? "" : `default: ${JSON.stringify(spec.default)}` });
-    write = (v) => { control.value = v === undefined || v === null ? "" : JSON.stringify(v); };
+    write = (v) => {
+      control.value = v === undefined || v === null ? "" : typeof v === "string" ? v : JSON.stringify(v);
+    };
     read = () => {
       const text = control.value.trim();
       if (text === "") {

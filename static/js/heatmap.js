@@ -31,8 +31,9 @@ export function chooseScale(numbers, role) {
   const lo = finite.length ? Math.min(...finite) : 0;
   const hi = finite.length ? Math.max(...finite) : 0;
   if (role === "probability") return { kind: "sequential", lo: 0, hi: 1 };
-  if (role === "grad" || lo < 0) {
-    return { kind: "diverging", lo: -Math.max(Math.abs(lo), Math.abs(hi)), hi: Math.max(Math.abs(lo), Math.abs(hi)) };
+  if (role === "grad" || lo < 0 || lo === hi) {
+    const m = Math.max(Math.abs(lo), Math.abs(hi)) || 1;
+    return { kind: "diverging", lo: -m, hi: m };
   }
   return { kind: "sequential", lo, hi };
 }

@@ -301,8 +301,18 @@ function currentRequest() {
 }
 
 let running = 0;
+let finished = 0;
 
+/** Run the case; body[data-runs] counts finished runs (tests and scripts wait on it). */
 async function run() {
+  try {
+    await runOnce();
+  } finally {
+    document.body.dataset.runs = String(++finished);
+  }
+}
+
+async function runOnce() {
   clearMessages();
   const req = currentRequest();
   if (!req) { setStatus("Fix the input marked in red, then run again."); return; }

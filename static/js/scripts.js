@@ -51,6 +51,11 @@ function pyArg(spec, v) {
   }
 }
 
+function backward(gradOutput) {
+  return gradOutput == null ? "out.backward(np.ones_like(out.data))   # the gradient of out.sum()"
+    : `out.backward(${pyFloatArray(gradOutput)})`;
+}
+
 const FOOTER = (out, names) => [
   "",
   `print("value:", ${out}.data if hasattr(${out}, "data") else ${out})`,
@@ -78,9 +83,7 @@ export function opPython(op, inputs, requiresGrad, gradOutput) {
     lines.push("", "print(out)   # an np.ndarray (L0.2): no graph, no gradients");
     return lines.join("\n") + "\n";
   }
-  const seed = gradOutput == null ? "np.ones_like(out.data)   # the gradient of out.sum()"
-    : pyFloatArray(gradOutput);
-  if (requiresGrad.length) lines.push(`out.backward(${seed})`);
+  if (requiresGrad.length) lines.push(backward(gradOutput));
   lines.push(...FOOTER("out", requiresGrad));
   return lines.join("\n") + "\n";
 }
@@ -104,8 +107,7 @@ export function exprPython(expression, variables, ops, gradOutput) {
     else lines.push(`${name} = np.array(${pyLiteral(v)})`);
   }
   lines.push(`out = ${expression.trim()}`);
-  const seed = gradOutput == null ? "np.ones_like(out.data)   # the gradient of out.sum()" : pyFloatArray(gradOutput);
-  if (grads.length) lines.push(`out.backward(${seed})`);
+  if (grads.length) lines.push(backward(gradOutput));
   lines.push(...FOOTER("out", grads));
   return lines.join("\n") + "\n";
 }
