@@ -100,7 +100,8 @@ def assert_numbers(got: list[float], want, what: str) -> None:
     want = flat(want)
     assert len(got) == len(want), f"{what}: {got} vs {want}"
     for g, w in zip(got, want, strict=True):
-        assert g == w or math.isclose(g, w, rel_tol=1e-12, abs_tol=1e-12), f"{what}: {got} vs {want}"
+        same = g == w or math.isclose(g, w, rel_tol=1e-12, abs_tol=1e-12)
+        assert same, f"{what}: {got} vs {want}"
 
 
 def examples(url: str) -> list[dict]:

@@ -8,13 +8,20 @@
 
 import { formatValue, parseValue, shapeOf, shapeText } from "./wire.js";
 
-const ARRAY_KINDS = new Set(["tensor", "array", "table", "int_array", "bool_mask"]);
+const ARRAY_KINDS = new Set(["tensor", "array", "table", "int_array", "bool_mask", "variable"]);
 const KIND_WORDS = {
   tensor: "numbers (differentiable)", array: "numbers (constant)", table: "trig table (constant)",
   int_array: "integer ids", bool_mask: "boolean mask: true = masked", number: "a number",
   int: "an integer", bool: "true / false", axis: "axis: empty = all, 0, -1 or [0, 1]",
   axes: "axes: empty = reverse, or [1, 0]", shape: "shape, e.g. [3, -1]", index: "NumPy index as JSON",
+  variable: "numbers, integer ids or a true/false mask",
 };
+
+/** True when every element of a nested list is true / false (a mask, never differentiable). */
+export function isMask(v) {
+  const leaves = Array.isArray(v) ? v.flat(Infinity) : [v];
+  return leaves.length > 0 && leaves.every((x) => typeof x === "boolean");
+}
 
 function el(tag, attrs = {}, ...children) {
   const node = document.createElement(tag);
@@ -51,14 +58,14 @@ function liveShape(textarea, out, kind) {
 }
 
 /** The clickable grid of a 1-D or 2-D boolean mask; each cell toggles masked / kept. */
-function maskGrid(textarea, name, onChange) {
+function maskGrid(textarea, name, onChange, onlyBooleans = false) {
   const grid = el("div", { class: "mask-grid", role: "group", "aria-label": `${name}: click a cell to toggle it` });
   const draw = () => {
     grid.replaceChildren();
     let v;
     try { v = parseValue(textarea.value); } catch { return; }
     const shape = shapeOf(v);
-    if (shape === null || shape.length < 1 || shape.length > 2) return;
+    if (shape === null || shape.length < 1 || shape.length > 2 || (onlyBooleans && !isMask(v))) return;
     const rows = shape.length === 1 ? [v] : v;
     rows.forEach((row, i) => {
       const r = el("div", { class: "mask-row" });
@@ -122,6 +129,7 @@ export function makeEditor(spec, value, { requiresGrad = true, onChange = () => 
     field.append(control, shape);
     write(value);
     if (spec.kind === "bool_mask") field.append(maskGrid(control, spec.name, onChange));
+    if (spec.kind === "variable") field.append(maskGrid(control, spec.name, onChange, true));
   } else if (spec.kind === "bool") {
     control = el("input", { id, type: "checkbox", "aria-describedby": described });
     write = (v) => { control.checked = Boolean(v); };
@@ -156,9 +164,25 @@ export function makeEditor(spec, value, { requiresGrad = true, onChange = () => 
   if (spec.differentiable) {
     grad = el("input", { type: "checkbox", id: `${id}-grad` });
     grad.checked = requiresGrad;
-    grad.addEventListener("change", onChange);
-    field.append(el("label", { for: `${id}-grad`, class: "grad-toggle" }, grad, " requires grad"));
+    grad.addEventListener("change", () => { grad.dataset.explicit = "true"; onChange(); });
+    const toggle = el("label", { for: `${id}-grad`, class: "grad-toggle" }, grad, " requires grad");
+    field.append(toggle);
+    if (spec.kind === "variable") {            // a mask has no gradient: hide the toggle
+      const sync = () => { let v; try { v = parseValue(control.value); } catch { return; } toggle.hidden = isMask(v); };
+      control.addEventListener("input", sync);
+      sync();
+    }
   }
   field.append(el("p", { class: "msg", id: msgId, "aria-live": "polite" }));
-  return { field, read, write, requiresGrad: () => (grad ? grad.checked : false) };
+  return {
+    field, read, write,
+    requiresGrad: () => (grad ? grad.checked && !grad.closest("[hidden]") : false),
+    /** Whether requires grad was set by the user or the case (else: the server decides). */
+    gradExplicit: () => Boolean(grad?.dataset.explicit),
+    setRequiresGrad: (on, explicit) => {
+      if (!grad) return;
+      grad.checked = on;
+      if (explicit) grad.dataset.explicit = "true";
+    },
+  };
 }

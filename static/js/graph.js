@@ -45,8 +45,11 @@ export function drawGraph(svg, nodes, { onSelect }) {
   if (!nodes.length) return { highlight() {} };
   const { pos, width, height } = layout(nodes);
   svg.setAttribute("viewBox", `0 0 ${width} ${height}`);
-  svg.setAttribute("width", String(width));
-  svg.setAttribute("height", String(height));
+  // fit the column's width, but never shrink below 60% (then the box scrolls sideways)
+  svg.style.width = "100%";
+  svg.style.maxWidth = `${width}px`;
+  svg.style.minWidth = `${Math.round(width * 0.6)}px`;
+  svg.style.height = "auto";
   const defs = svgEl("defs");
   const marker = svgEl("marker", { id: "arrow", viewBox: "0 0 10 10", refX: "10", refY: "5", markerWidth: "7", markerHeight: "7", orient: "auto-start-reverse" });
   marker.append(svgEl("path", { d: "M 0 0 L 10 5 L 0 10 z", class: "arrowhead" }));

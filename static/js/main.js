@@ -3,11 +3,11 @@
 // the gradients, walk the graph backwards, share the case.
 // Everything it knows about ops comes from GET /api/v1/ops and GET /api/v1/examples.
 
-import { makeEditor, setMessage } from "./editors.js";
+import { isMask, makeEditor, setMessage } from "./editors.js";
 import { drawGraph, nodeLabel, shapeLabel } from "./graph.js";
 import { heatmap } from "./heatmap.js";
 import { curl, exprPython, opPython } from "./scripts.js";
-import { flat, formatNumber, fromWire, shapeOf, shapeText } from "./wire.js";
+import { fromWire, shapeText } from "./wire.js";
 
 const $ = (sel) => document.querySelector(sel);
 const PROBABILITY_OPS = new Set(["softmax", "softmax_np", "sigmoid"]);
@@ -95,7 +95,8 @@ function buildGallery() {
   list.replaceChildren();
   for (const ex of state.examples) {
     const b = el("button", { type: "button", class: "example" },
-      el("span", { class: "ex-title", text: ex.title }),
+      el("span", { class: "ex-title" }, ex.title,
+        el("code", { class: "ex-code", text: ex.mode === "expr" ? ex.request.expression : `${ex.op}(…)` })),
       ex.clause ? el("span", { class: "ex-clause", text: ex.clause }) : null);
     b.dataset.example = ex.id;
     b.addEventListener("click", () => { loadExample(ex); run(); });
@@ -183,22 +184,18 @@ function opRequest() {
 // 2'. the case: expression mode
 // --------------------------------------------------------------------------------------
 
-function inferKind(value) {
-  const leaves = flat(value);
-  if (leaves.length && leaves.every((x) => typeof x === "boolean")) return "bool_mask";
-  return "tensor";
-}
-
 function addVariable(name, spec) {
   const value = spec.value;
   const i = state.vars.length ? Math.max(...state.vars.map((v) => v.index)) + 1 : 0;
-  const kind = inferKind(value);
   const row = el("div", { class: "var-row" });
   const nameId = `var-name-${i}`;
   const nameInput = el("input", { id: nameId, type: "text", class: "code var-name", value: name, spellcheck: "false", autocomplete: "off" });
   const remove = el("button", { type: "button", class: "small", text: "Remove", "aria-label": `Remove variable ${name}` });
-  const editor = makeEditor({ name: "value", kind, differentiable: kind !== "bool_mask", required: true, doc: "" },
+  const editor = makeEditor({ name: "value", kind: "variable", differentiable: true, required: true, doc: "" },
     value, { requiresGrad: Boolean(spec.requires_grad), onChange: caseChanged, idPrefix: `var-${i}` });
+  // requires_grad absent from the case: the sandbox decides (a float tensor input gets a
+  // gradient) and the checkbox follows its answer after the run
+  if (spec.requires_grad !== undefined) editor.setRequiresGrad(Boolean(spec.requires_grad), true);
   editor.field.dataset.input = name;
   editor.field.querySelector("label .name").textContent = `value of ${name}`;
   nameInput.addEventListener("input", () => {
@@ -234,7 +231,7 @@ function exprRequest() {
     try {
       if (!/^[A-Za-z_]\w*$/.test(name)) throw new Error("is not a valid variable name (letters, digits, _)");
       const spec = { value: editor.read() };
-      if (editor.requiresGrad()) spec.requires_grad = true;
+      if (!isMask(spec.value) && editor.gradExplicit()) spec.requires_grad = editor.requiresGrad();
       variables[name] = spec;
     } catch (err) {
       setMessage(editor.field, `${name || "variable"} ${err.message}`);
@@ -420,9 +417,20 @@ function showResult(data, req) {
   } else {
     out.append(el("p", { class: "hint", text: "Each gradient is ∂(sum of the output)/∂input, shaped like its input (L0.5)." }));
   }
+  state.firstNonfinite = data.first_nonfinite ?? null;
+  syncRequiresGrad();
   showWarnings(data);
   showReference(data);
   showGraph(req);
+}
+
+/** After an expression run, each variable's checkbox shows whether it got a gradient. */
+function syncRequiresGrad() {
+  for (const n of state.nodes) {
+    if (n.op !== "variable") continue;
+    const v = state.vars.find((x) => x.nameInput.value.trim() === n.name);
+    if (v && !v.editor.gradExplicit()) v.editor.setRequiresGrad(Boolean(n.requires_grad), false);
+  }
 }
 
 function close(a, b) {
@@ -476,6 +484,8 @@ function showGraph(req) {
   if (!state.nodes.length) return;
   state.source = req.body.expression;
   state.graph = drawGraph($("#graph"), state.nodes, { onSelect: selectNode });
+  const nf = state.firstNonfinite;
+  state.graph.mark(new Set(nf ? [nf.node ?? nf.id] : []), "nonfinite");
   updateStepButtons();
 }
 
@@ -498,7 +508,8 @@ function describeLedger(entry) {
     const from = it.from_shape ?? it.grad_shape;
     const to = it.to_shape ?? it.shape;
     if (axes !== undefined) {
-      return `to input ${who != null ? `#${who}` : ""}: summed over axes ${axes.length ? `(${axes.join(", ")})` : "none"}` +
+      return `gradient to input ${who != null ? `#${who}` : ""}: ` +
+        (axes.length ? `summed over axes (${axes.join(", ")}) to undo broadcasting` : "no axis summed (no broadcasting)") +
         (from && to ? `, ${shapeLabel(from)} → ${shapeLabel(to)}` : "");
     }
     return JSON.stringify(it);
@@ -643,7 +654,7 @@ function wire() {
     const taken = new Set(state.vars.map((v) => v.nameInput.value.trim()));
     let k = 1;
     while (taken.has(`x${k}`)) k += 1;
-    addVariable(`x${k}`, { value: [0.0], requires_grad: true }).nameInput.focus();
+    addVariable(`x${k}`, { value: [0.0] }).nameInput.focus();
   });
   $("#expr-text").addEventListener("input", caseChanged);
   $("#step-next").addEventListener("click", () => showStep(state.step + 1));
