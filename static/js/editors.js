@@ -125,7 +125,11 @@ export function makeEditor(spec, value, { requiresGrad = true, onChange = () => 
       if (control.value.trim() === "" && !spec.required) return undefined;
       return parseValue(control.value);
     };
-    control.addEventListener("input", () => { liveShape(control, shape, spec.kind); onChange(); });
+    control.addEventListener("input", () => {
+      control.rows = Math.min(8, Math.max(control.rows, control.value.split("\n").length));
+      liveShape(control, shape, spec.kind);
+      onChange();
+    });
     field.append(control, shape);
     write(value);
     if (spec.kind === "bool_mask") field.append(maskGrid(control, spec.name, onChange));
