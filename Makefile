@@ -49,10 +49,11 @@ $(CHROMIUM):
 	$(SUDO) apt-get update
 	$(SUDO) env DEBIAN_FRONTEND=noninteractive apt-get install -y chromium
 
+# The reference examples run first; pytest's summary stays the last line CI reads.
 test: $(VENV)/.stamp-test | $(CHROMIUM)
-	$(VPY) -m pytest -q
 	@if [ -f ../shared/checks/reference_examples.py ]; then \
 		$(VPY) ../shared/checks/reference_examples.py; fi
+	$(VPY) -m pytest -q
 
 lint: $(VENV)/.stamp-test
 	$(VENV)/bin/ruff check .
