@@ -135,6 +135,15 @@ def test_every_reference_example_shows_the_reference_numbers(page, url):
             assert_numbers(table(page, f"grad:{name}"), grad, f"{ex['title']} grad {name}")
         assert page.locator("#reference .match").count() >= 1
         shot(page, f"example-{i:02d}")
+        page.click("#copy-python")                 # the same case as a script, offline
+        out = run_python(page.input_value("#copy-text"))
+        assert out.startswith("value:"), ex["title"]
+
+
+def run_python(script: str) -> str:
+    return subprocess.run([sys.executable, "-c", script], capture_output=True, text=True,
+                          cwd=ROOT, timeout=60, check=True,
+                          env={**os.environ, "PYTHONPATH": str(ROOT)}).stdout
 
 
 # --------------------------------------------------------------------------------------
@@ -240,17 +249,13 @@ def test_permalink_round_trip_reopens_the_same_case(page, browser):
     other.context.close()
 
 
-def test_copy_as_python_runs_and_copy_as_curl_names_the_endpoint(page, url, tmp_path):
+def test_copy_as_python_runs_and_copy_as_curl_names_the_endpoint(page, url):
     page.select_option("#op-select", "embedding")
     click_and_wait(page, "#run")
     page.click("#copy-python")
     script = page.input_value("#copy-text")
     assert "from glassllm.autograd import embedding" in script
-    path = tmp_path / "case.py"
-    path.write_text(script)
-    out = subprocess.run([sys.executable, str(path)], capture_output=True, text=True,
-                         cwd=ROOT, timeout=60, check=True,
-                         env={**os.environ, "PYTHONPATH": str(ROOT)}).stdout
+    out = run_python(script)
     assert "grad of weight" in out and "[2. 2.]" in out
     page.click("#copy-curl")
     command = page.input_value("#copy-text")
@@ -297,6 +302,21 @@ def test_backward_step_through_reaches_every_node(page, url):
     shot(page, "step-through")
     page.locator("#graph g.node >> nth=0").click()
     assert page.locator("#node-detail figure").count() >= 1
+
+
+def test_expression_errors_point_at_the_token_and_the_variable(page, url):
+    needs_eval(url)
+    click_and_wait(page, "button.example >> nth=0")
+    page.fill("#expr-text", "embedding(weight, ids).sum( +")
+    click_and_wait(page, "#run")
+    msg = page.inner_text("#msg-expression")
+    assert "position" in msg and msg.rstrip().endswith("^")
+    page.fill("#expr-text", "embedding(weight, ids).sum()")
+    page.fill("#var-0-value", "[[0, 0], [0]]")
+    click_and_wait(page, "#run")
+    assert "ragged" in page.inner_text('#expr-vars .field[data-input="weight"] .msg')
+    assert page.inner_text("#msg-expression") == ""
+    shot(page, "expression-error")
 
 
 # --------------------------------------------------------------------------------------

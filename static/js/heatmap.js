@@ -27,9 +27,11 @@ function textColour([r, g, b]) {
 
 /** How to colour an array: "diverging" centred on 0, or "sequential" over [lo, hi]. */
 export function chooseScale(numbers, role) {
-  const finite = numbers.filter((x) => typeof x === "number" && Number.isFinite(x));
-  const lo = finite.length ? Math.min(...finite) : 0;
-  const hi = finite.length ? Math.max(...finite) : 0;
+  let lo = Infinity, hi = -Infinity;                      // a loop: arrays can be large
+  for (const x of numbers) {
+    if (typeof x === "number" && Number.isFinite(x)) { lo = Math.min(lo, x); hi = Math.max(hi, x); }
+  }
+  if (lo > hi) lo = hi = 0;
   if (role === "probability") return { kind: "sequential", lo: 0, hi: 1 };
   if (role === "grad" || lo < 0 || lo === hi) {
     const m = Math.max(Math.abs(lo), Math.abs(hi)) || 1;
@@ -100,6 +102,17 @@ function table2d(block, scale, label) {
   return tbl;
 }
 
+const MAX_COLS = 256;
+
+/** The top-left corner of a big 1-D / 2-D array (the page stays responsive). */
+function clip(value, shape) {
+  if (shape.length === 1) return shape[0] > MAX_COLS ? value.slice(0, MAX_COLS) : value;
+  if (shape.length !== 2) return value;
+  const cols = Math.min(shape[1], MAX_COLS);
+  const rows = Math.min(shape[0], Math.max(1, Math.floor(MAX_CELLS / cols)));
+  return rows === shape[0] && cols === shape[1] ? value : value.slice(0, rows).map((r) => r.slice(0, cols));
+}
+
 /** Every leading-index combination of a >2-D array, with its 2-D slice. */
 function slices(value, shape) {
   const lead = shape.slice(0, -2);
@@ -140,7 +153,10 @@ export function heatmap(value, { title, role = "value", name = "" } = {}) {
     el("span", { class: "shape", text: `shape ${shapeText(shape)}` }), " ", legend(scale)));
   const wrap = el("div", { class: "heat-scroll", tabindex: "0", role: "region", "aria-label": `${title}, shape ${shapeText(shape)}` });
   if (shape.length <= 2) {
-    wrap.append(table2d(value, scale));
+    wrap.append(table2d(clip(value, shape), scale));
+    if (numbers.length > MAX_CELLS || (shape.length === 1 && shape[0] > MAX_COLS)) {
+      wrap.append(el("p", { class: "hint", text: `Showing the top-left corner of ${numbers.length} elements.` }));
+    }
   } else {
     const row = el("div", { class: "slices" });
     let shown = 0;
@@ -149,7 +165,7 @@ export function heatmap(value, { title, role = "value", name = "" } = {}) {
         row.append(el("p", { class: "hint", text: `… more slices not drawn (${numbers.length} elements)` }));
         break;
       }
-      row.append(table2d(block, scale, `[${idx.join(", ")}, :, :]`));
+      row.append(table2d(clip(block, shape.slice(-2)), scale, `[${idx.join(", ")}, :, :]`));
       shown += shape.at(-1) * shape.at(-2);
     }
     wrap.append(row);

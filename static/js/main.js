@@ -619,7 +619,10 @@ function copyPython() {
   if (!req) return;
   const text = state.mode === "op"
     ? opPython(state.op, req.body.inputs, req.body.requires_grad ?? [], null)
-    : exprPython(req.body.expression, req.body.variables, state.ops, null);
+    : exprPython(req.body.expression, req.body.variables, state.ops, null, {
+      kinds: Object.fromEntries(state.nodes.filter((n) => n.op === "variable").map((n) => [n.name, n.kind])),
+      wantGrad: state.vars.filter((v) => v.editor.requiresGrad()).map((v) => v.nameInput.value.trim()),
+    });
   showCopy("Python (glassllm)", text);
 }
 

@@ -58,7 +58,7 @@ function backward(gradOutput) {
 
 const FOOTER = (out, names) => [
   "",
-  `print("value:", ${out}.data if hasattr(${out}, "data") else ${out})`,
+  `print("value:", ${out} if isinstance(${out}, np.ndarray) else ${out}.data)`,
   ...names.map((n) => `print("grad of ${n}:", ${n}.grad)`),
 ];
 
@@ -90,7 +90,7 @@ export function opPython(op, inputs, requiresGrad, gradOutput) {
 
 /** An expression with its variables, as a script: the expression language is Python syntax
  *  over the registry's ops, so it runs as written. */
-export function exprPython(expression, variables, ops, gradOutput) {
+export function exprPython(expression, variables, ops, gradOutput, { kinds = {}, wantGrad = [] } = {}) {
   const used = ops.filter((op) => new RegExp(`\\b${op.name}\\s*\\(`).test(expression));
   const byModule = {};
   for (const op of used) (byModule[op.module || "glassllm.autograd"] ??= []).push(op.name);
@@ -98,13 +98,17 @@ export function exprPython(expression, variables, ops, gradOutput) {
   for (const [mod, names] of Object.entries(byModule)) lines.push(`from ${mod} import ${names.sort().join(", ")}`);
   lines.push("", "inf, nan = np.inf, np.nan", "");
   const grads = [];
+  // kinds: how the sandbox read each variable in the last run (tensor, int_array, ...)
   for (const [name, spec] of Object.entries(variables)) {
     const v = spec.value;
     const leaves = JSON.stringify(v);
-    if (/true|false/.test(leaves)) lines.push(`${name} = np.array(${pyLiteral(v)}, dtype=bool)`);
-    else if (spec.requires_grad) { lines.push(`${name} = Tensor(${pyFloatArray(v)}, requires_grad=True)`); grads.push(name); }
-    else if (/[.eE]|"/.test(leaves)) lines.push(`${name} = Tensor(${pyFloatArray(v)})`);
-    else lines.push(`${name} = np.array(${pyLiteral(v)})`);
+    const kind = kinds[name] ?? (/true|false/.test(leaves) ? "bool_mask" : /[.eE]|"/.test(leaves) ? "tensor" : "int_array");
+    const grad = spec.requires_grad ?? wantGrad.includes(name);
+    if (kind === "bool_mask") lines.push(`${name} = np.array(${pyLiteral(v)}, dtype=bool)`);
+    else if (grad) { lines.push(`${name} = Tensor(${pyFloatArray(v)}, requires_grad=True)`); grads.push(name); }
+    else if (kind === "tensor") lines.push(`${name} = Tensor(${pyFloatArray(v)})`);
+    else if (kind === "int_array" || kind === "int") lines.push(`${name} = np.array(${pyLiteral(v)})`);
+    else lines.push(`${name} = ${pyFloatArray(v)}`);
   }
   lines.push(`out = ${expression.trim()}`);
   if (grads.length) lines.push(backward(gradOutput));
