@@ -347,7 +347,16 @@ function fieldsNamed(names) {
   return names.flatMap((n) => fields.filter((f) => f.dataset.input === n));
 }
 
+/** A refused case leaves no stale result on screen. */
+function clearResult(reason) {
+  $("#output").replaceChildren(el("p", { class: "hint", text: reason }));
+  $("#reference").hidden = true;
+  $("#graph-panel").hidden = true;
+  state.nodes = [];
+}
+
 function showError(err, status) {
+  clearResult("No result: the sandbox refused this case (the message in red says why).");
   const words = STATUS_WORDS[status] ?? `Refused (HTTP ${status})`;
   const text = `${words}: ${err.message}`;
   const names = String(err.input ?? err.variable ?? "").split(/,\s*/)
