@@ -232,8 +232,11 @@ def test_permalink_round_trip_reopens_the_same_case(page, browser):
     page.fill("#in-axis", "0")
     page.uncheck("#in-a-grad")
     page.check("#in-a-grad")
+    page.click(".seed summary")                     # seed the backward with one-hot
+    page.fill("#grad-output", "[[1, 0, 0], [0, 0, 0]]")
     click_and_wait(page, "#run")
     value = table(page, "value")
+    assert any(g != 0 for g in table(page, "grad:a"))   # not the zero gradient of a sum
     link = page.url
     assert "#" in link
     other = browser.new_context(viewport={"width": 1280, "height": 800}).new_page()
@@ -243,6 +246,7 @@ def test_permalink_round_trip_reopens_the_same_case(page, browser):
     assert other.input_value("#op-select") == "softmax"
     assert other.input_value("#in-axis") == "0"
     assert "-Infinity" in other.input_value("#in-a")
+    assert other.input_value("#grad-output") == "[[1, 0, 0],\n [0, 0, 0]]"
     assert table(other, "value") == value
     assert table(other, "grad:a") == table(page, "grad:a")
     shot(other, "permalink")

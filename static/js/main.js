@@ -7,7 +7,7 @@ import { isMask, makeEditor, setMessage } from "./editors.js";
 import { drawGraph, nodeLabel, shapeLabel } from "./graph.js";
 import { heatmap } from "./heatmap.js";
 import { curl, exprPython, opPython } from "./scripts.js";
-import { fromWire, shapeText } from "./wire.js";
+import { formatValue, fromWire, parseValue, shapeText } from "./wire.js";
 
 const $ = (sel) => document.querySelector(sel);
 const PROBABILITY_OPS = new Set(["softmax", "softmax_np", "sigmoid"]);
@@ -87,7 +87,11 @@ function buildOpSelect() {
     groups.get(key).append(el("option", { value: op.name, text: `${op.name} — ${op.summary}` }));
   }
   select.replaceChildren(...groups.values());
-  select.addEventListener("change", () => { state.example = null; showOp(select.value); });
+  select.addEventListener("change", () => {
+    state.example = null;
+    $("#grad-output").value = "";
+    showOp(select.value);
+  });
 }
 
 function buildGallery() {
@@ -107,6 +111,7 @@ function buildGallery() {
 
 function loadExample(ex) {
   state.example = ex;
+  $("#grad-output").value = ex.request.grad_output == null ? "" : formatValue(ex.request.grad_output);
   if (ex.mode === "expr") {
     setMode("expr");
     $("#expr-text").value = ex.request.expression;
@@ -284,17 +289,37 @@ function setMode(mode) {
 
 function clearMessages() {
   document.querySelectorAll(".field").forEach((f) => setMessage(f, ""));
+  $("#msg-grad-output").textContent = "";
+  $("#msg-grad-output").className = "msg";
   exprMessage("");
   $("#messages").replaceChildren();
 }
 
+/** The backward seed, or null for the default (ones: the gradient of the output's sum). */
+function gradOutput() {
+  const text = $("#grad-output").value.trim();
+  if (!text) return null;
+  try {
+    return parseValue(text);
+  } catch (err) {
+    const msg = $("#msg-grad-output");
+    msg.textContent = `grad_output ${err.message}`;
+    msg.className = "msg error";
+    $("#grad-output").closest("details").open = true;
+    return undefined;
+  }
+}
+
 function currentRequest() {
+  const seed = gradOutput();
+  if (seed === undefined) return null;
+  const withSeed = (body) => (seed === null ? body : { ...body, grad_output: seed });
   if (state.mode === "op") {
     const body = opRequest();
-    return body && { url: `/api/v1/ops/${encodeURIComponent(state.op.name)}`, body };
+    return body && { url: `/api/v1/ops/${encodeURIComponent(state.op.name)}`, body: withSeed(body) };
   }
   const body = exprRequest();
-  return body && { url: "/api/v1/eval", body };
+  return body && { url: "/api/v1/eval", body: withSeed(body) };
 }
 
 let running = 0;
@@ -361,6 +386,14 @@ function showError(err, status) {
   const text = `${words}: ${err.message}`;
   const names = String(err.input ?? err.variable ?? "").split(/,\s*/)
     .map((n) => n.replace(/^(body|inputs|variables)\./, "").split(".")[0]).filter(Boolean);
+  if (names.includes("grad_output")) {
+    const msg = $("#msg-grad-output");
+    msg.textContent = text;
+    msg.className = "msg error";
+    $("#grad-output").closest("details").open = true;
+    setStatus(`${words} (HTTP ${status}) — see the message beside grad_output.`);
+    return;
+  }
   const fields = fieldsNamed(names);
   fields.forEach((f) => setMessage(f, text));
   const aboutExpression = state.mode === "expr" && (names.includes("expression") || err.position != null || !fields.length);
@@ -578,12 +611,9 @@ function updateStepButtons() {
 // --------------------------------------------------------------------------------------
 
 function snapshot() {
-  if (state.mode === "op") {
-    const body = opRequest();
-    return body && { mode: "op", op: state.op.name, ...body };
-  }
-  const body = exprRequest();
-  return body && { mode: "expr", ...body };
+  const req = currentRequest();
+  if (!req) return null;
+  return state.mode === "op" ? { mode: "op", op: state.op.name, ...req.body } : { mode: "expr", ...req.body };
 }
 
 function updateLink() {
@@ -599,6 +629,8 @@ function restoreFromLink() {
   let snap;
   try { snap = JSON.parse(decodeURIComponent(raw)); } catch { return false; }
   state.example = null;
+  $("#grad-output").value = snap.grad_output == null ? "" : formatValue(snap.grad_output);
+  $("#grad-output").closest("details").open = snap.grad_output != null;
   if (snap.mode === "expr") {
     setMode("expr");
     $("#expr-text").value = snap.expression ?? "";
@@ -627,8 +659,8 @@ function copyPython() {
   const req = currentRequest();
   if (!req) return;
   const text = state.mode === "op"
-    ? opPython(state.op, req.body.inputs, req.body.requires_grad ?? [], null)
-    : exprPython(req.body.expression, req.body.variables, state.ops, null, {
+    ? opPython(state.op, req.body.inputs, req.body.requires_grad ?? [], req.body.grad_output)
+    : exprPython(req.body.expression, req.body.variables, state.ops, req.body.grad_output, {
       kinds: Object.fromEntries(state.nodes.filter((n) => n.op === "variable").map((n) => [n.name, n.kind])),
       wantGrad: state.vars.filter((v) => v.editor.requiresGrad()).map((v) => v.nameInput.value.trim()),
     });
@@ -669,6 +701,7 @@ function wire() {
     addVariable(`x${k}`, { value: [0.0] }).nameInput.focus();
   });
   $("#expr-text").addEventListener("input", caseChanged);
+  $("#grad-output").addEventListener("input", caseChanged);
   $("#step-next").addEventListener("click", () => showStep(state.step + 1));
   $("#step-back").addEventListener("click", () => showStep(state.step - 1));
   $("#step-reset").addEventListener("click", () => showStep(-1));
