@@ -304,6 +304,10 @@ def test_backward_step_through_reaches_every_node(page, url):
     assert sorted(visited) == sorted(nodes.evaluate_all("gs => gs.map(g => g.dataset.id)"))
     assert page.locator("#step-next").is_disabled()
     shot(page, "step-through")
+    page.check("#grad-check")                      # analytic vs numeric, per variable
+    click_and_wait(page, "#run")
+    assert "✓ agree" in page.inner_text(".grad-check")
+    assert len(table(page, "check:scores")) == 9
     page.locator("#graph g.node >> nth=0").click()
     assert page.locator("#node-detail figure").count() >= 1
 

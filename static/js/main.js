@@ -7,7 +7,7 @@ import { isMask, makeEditor, setMessage } from "./editors.js";
 import { drawGraph, nodeLabel, shapeLabel } from "./graph.js";
 import { heatmap } from "./heatmap.js";
 import { curl, exprPython, opPython } from "./scripts.js";
-import { formatValue, fromWire, parseValue, shapeText } from "./wire.js";
+import { formatNumber, formatValue, fromWire, parseValue, shapeText } from "./wire.js";
 
 const $ = (sel) => document.querySelector(sel);
 const PROBABILITY_OPS = new Set(["softmax", "softmax_np", "sigmoid"]);
@@ -245,7 +245,8 @@ function exprRequest() {
   }
   const expression = $("#expr-text").value.trim();
   if (!expression) { exprMessage("Write an expression first, e.g. softmax(x)."); ok = false; }
-  return ok ? { expression, variables } : null;
+  if (!ok) return null;
+  return $("#grad-check").checked ? { expression, variables, check: true } : { expression, variables };
 }
 
 function exprMessage(text, kind = "error") {
@@ -452,6 +453,7 @@ function showResult(data, req) {
   for (const [name, g] of grads) {
     out.append(heatmap(fromWire(g), { title: `gradient of ${name}`, role: "grad", name: `grad:${name}` }));
   }
+  if (data.check) out.append(gradCheck(data.check));
   if (!grads.length) {
     out.append(el("p", { class: "hint", text: state.mode === "op" && state.op.output === "ndarray"
       ? `${state.op.name} returns an np.ndarray (L0.2): no graph, so no gradients.`
@@ -464,6 +466,18 @@ function showResult(data, req) {
   showWarnings(data);
   showReference(data);
   showGraph(req);
+}
+
+/** The gradient check: analytic (backward) vs numeric (central differences), per variable. */
+function gradCheck(check) {
+  const box = el("div", { class: "grad-check" }, el("h3", { text: "Gradient check: analytic vs numeric" }));
+  for (const [name, c] of Object.entries(check)) {
+    box.append(el("p", { class: c.passed ? "match" : "mismatch",
+      text: `${name}: ${c.passed ? "✓ agree" : "✗ disagree"} — max abs error ${formatNumber(c.max_abs_err)},` +
+        ` max rel error ${formatNumber(c.max_rel_err)}` }));
+    box.append(heatmap(fromWire(c.numeric), { title: `numeric gradient of ${name}`, role: "grad", name: `check:${name}` }));
+  }
+  return box;
 }
 
 /** After an expression run, each variable's checkbox shows whether it got a gradient. */
@@ -634,6 +648,7 @@ function restoreFromLink() {
   if (snap.mode === "expr") {
     setMode("expr");
     $("#expr-text").value = snap.expression ?? "";
+    $("#grad-check").checked = Boolean(snap.check);
     showVariables(snap.variables ?? {});
   } else {
     setMode("op");
