@@ -57,7 +57,8 @@ ALLOWED = (ast.Expression, ast.BinOp, ast.UnaryOp, ast.USub, ast.Call, ast.Name,
            ast.Attribute, ast.Subscript, ast.Slice, ast.Tuple, ast.List, ast.keyword, ast.Load,
            *BINOPS)
 # Ops whose backward sums a gradient back over broadcast axes with `unbroadcast` (L0.5).
-ELEMENTWISE = {"add", "sub", "mul", "div", "pow", "where", "masked_fill", "rope", "rms_norm"}
+ELEMENTWISE = {"add", "sub", "mul", "div", "pow", "rpow", "where", "masked_fill", "rope",
+               "rms_norm"}
 PRINTABLE = frozenset(range(0x20, 0x7F)) | {0x09, 0x0A, 0x0D}
 
 
@@ -339,7 +340,11 @@ class Builder:
                 return self.constant(literal, node)
             return self.apply(registry.OPS["neg"], node, [node.operand], [])
         if isinstance(node, ast.BinOp):
-            op = registry.OPS[BINOPS[type(node.op)]]
+            name = BINOPS[type(node.op)]
+            if name == "pow" and self._number(node.left) is not None \
+                    and self._number(node.right) is None:
+                name = "rpow"  # 2 ** t: a constant base, a differentiable exponent
+            op = registry.OPS[name]
             return self.apply(op, node, [node.left, node.right], [])
         if isinstance(node, ast.Call):
             if isinstance(node.func, ast.Name):
@@ -560,7 +565,10 @@ class FloatWarnings:
             self.messages.append(message)
 
     def __enter__(self) -> FloatWarnings:
-        self._state = np.errstate(all="call", call=self)
+        # Underflow to 0 is the exact, expected result of e.g. softmax over large logits:
+        # not worth a warning. H4 names the other three.
+        self._state = np.errstate(divide="call", over="call", invalid="call", under="ignore",
+                                  call=self)
         self._state.__enter__()
         return self
 

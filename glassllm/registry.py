@@ -317,6 +317,11 @@ _ops += [
     Op("pow", autograd.pow, "a ** exponent; the exponent is a constant (L0.6)", "L1.1",
        (T("a"), C("exponent", "array", "constant exponent, a number or array")),
        elementwise("a", "exponent"), examples=(ex("square", a=[1.0, 2.0, 3.0], exponent=2),)),
+    Op("rpow", autograd._rpow, "base ** exponent with a constant base, e.g. 2 ** t (the"
+       " reflected power, L1.1); the base is a constant (L0.6)", "L1.1",
+       (C("base", "array", "constant base, a number or array"), T("exponent")),
+       elementwise("base", "exponent"),
+       examples=(ex("powers of two", base=2.0, exponent=[0.0, 1.0, 3.0]),)),
     Op("matmul", autograd.matmul, "a @ b, as np.matmul (1-D operands, batched broadcasting)",
        "L1.1", (T("a", shape="(…, n, k)"), T("b", shape="(…, k, m)")), _matmul,
        examples=(ex("2×2 @ 2×1", a=[[1.0, 2.0], [3.0, 4.0]], b=[[1.0], [1.0]]),)),

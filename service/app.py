@@ -5,7 +5,7 @@ from __future__ import annotations
 from fastapi import FastAPI
 
 from glassllm.registry import OPS
-from service import errors, schemas
+from service import errors, numpy_warnings, schemas
 from service.limits import ComputeSlots
 from service.routes import eval as eval_routes
 from service.routes import health, ops, pages
@@ -20,6 +20,9 @@ Arrays are JSON numbers and nested lists of float64; non-finite floats are the s
 
 def create_app(settings: Settings | None = None) -> FastAPI:
     settings = settings or Settings()
+    # NumPy's warnings-module warnings become exceptions that the routes turn into the
+    # response's "warnings" (H4); set here so every uvicorn worker process has it.
+    numpy_warnings.install()
     app = FastAPI(title="glassllm gradient sandbox", version="0.1.0", description=DESCRIPTION,
                   docs_url=None, redoc_url=None)
     app.state.settings = settings

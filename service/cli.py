@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import argparse
-import warnings
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -13,9 +12,6 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--workers", type=int, default=1)
     parser.add_argument("--log-level", default="info")
     args = parser.parse_args(argv)
-    # NumPy's warnings-module warnings become exceptions that service.dispatch turns into
-    # the response's "warnings" (H4), instead of lines printed once to stderr.
-    warnings.filterwarnings("error", category=RuntimeWarning, module="numpy")
     try:
         import uvicorn
 

@@ -7,21 +7,20 @@ floating-point warnings captured for this request only → the response bytes.
 
 from __future__ import annotations
 
-import threading
-import warnings as pywarnings
 from typing import Any
 
 import numpy as np
 
 from glassllm import registry
+from glassllm.expr import FloatWarnings
 from glassllm.registry import LimitError, Op
 from glassllm.wire import WireError, coerce
+from service import numpy_warnings
 from service.codec import dumps, encode_value
 from service.errors import ApiError
 from service.settings import Settings
 
 NUMPY_ERRORS = (ValueError, IndexError, TypeError, ArithmeticError)
-_PYWARNINGS_LOCK = threading.Lock()
 
 
 def parse_envelope(op: Op, body: Any) -> tuple[dict, list[str] | None, Any]:
@@ -70,22 +69,10 @@ def compute(op: Op, body: Any, maybe_bools: bool, settings: Settings) -> bytes:
             if g.shape != plan.shape:
                 raise WireError("grad_output", f"has shape {list(g.shape)} but the output of"
                                 f" {op.name} has shape {list(plan.shape)}")
-        warnings: list[str] = []
+        fw = FloatWarnings()
 
-        def on_fp_error(kind: str, flag: int) -> None:
-            message = f"{kind} encountered (NumPy floating-point warning)"
-            if message not in warnings:
-                warnings.append(message)
-
-        # NumPy 2 keeps the error state in a context variable: this is per thread and per
-        # request, unlike the warnings module's catch_warnings (H6).
         def forward_backward():
-            # NumPy 2 keeps the error state in a context variable: this is per thread and
-            # per request, unlike the warnings module's catch_warnings (H6).
-            # Underflow to 0 is the normal, exact outcome of e.g. softmax over large
-            # logits, not something to warn a student about; H4 names the other three.
-            with np.errstate(divide="call", over="call", invalid="call", under="ignore",
-                             call=on_fp_error):
+            with fw:
                 try:
                     return registry.run(op, args, requires_grad, g)
                 except (WireError, LimitError):
@@ -93,18 +80,8 @@ def compute(op: Op, body: Any, maybe_bools: bool, settings: Settings) -> bytes:
                 except NUMPY_ERRORS as exc:
                     raise numpy_error(op, inputs, exc) from None
 
-        try:
-            result = forward_backward()
-        except Warning:
-            # A few NumPy warnings ("Mean of empty slice") use the warnings module, which
-            # the sandbox turns into errors (service.cli). Rerun once, recording them; the
-            # lock keeps our own threads from racing on the global warnings state.
-            with _PYWARNINGS_LOCK, pywarnings.catch_warnings(record=True) as caught:
-                pywarnings.simplefilter("always")
-                result = forward_backward()
-            for w in caught:
-                if str(w.message) not in warnings:
-                    warnings.append(str(w.message))
+        result = numpy_warnings.run_recording(forward_backward, fw.messages)
+        warnings = fw.messages
     except WireError as exc:
         raise ApiError(422, "invalid_input", str(exc), op=op.name, input=exc.input) from None
     except LimitError as exc:

@@ -385,3 +385,14 @@ def test_malformed_requests(client):
                 status=422)["error"]["input"] == "variables.x"
     assert post(client, {"expression": "x", "variables": {"x": [[1.0], [1.0, 2.0]]}},
                 status=422)["error"]["input"] == "variables.x"
+
+
+def test_constant_base_power_is_differentiable_in_its_exponent():
+    """`2 ** x` is the reflected power (L1.1): x gets d/dx 2**x = 2**x log 2, not silence."""
+    from glassllm.expr import evaluate
+
+    res = evaluate("2 ** x", {"x": {"value": [0.0, 1.0, 3.0], "requires_grad": True}})
+    assert res["value"] == [1.0, 2.0, 8.0]
+    np.testing.assert_allclose(res["grads"]["x"], np.array([1.0, 2.0, 8.0]) * np.log(2.0),
+                               rtol=1e-15)
+    assert res["nodes"][res["output"]]["op"] == "rpow"

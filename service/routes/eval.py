@@ -8,7 +8,6 @@ compute slot, and maps `ExprError` to 422 / 413 / 400 with the offending positio
 
 from __future__ import annotations
 
-import warnings as pywarnings
 from typing import Any
 
 import orjson
@@ -19,9 +18,8 @@ from starlette.responses import Response
 
 from glassllm.examples import EXAMPLES
 from glassllm.expr import ExprError, Limits, evaluate
-from service import schemas
+from service import numpy_warnings, schemas
 from service.codec import dumps
-from service.dispatch import _PYWARNINGS_LOCK
 from service.errors import ApiError
 from service.limits import check_depth, read_body
 from service.settings import Settings
@@ -81,17 +79,9 @@ def compute(body: Any, maybe_bools: bool, settings: Settings) -> bytes:
               "grad_output": body.get("grad_output"), "check": body.get("check", False),
               "limits": limits_of(settings), "maybe_bools": maybe_bools}
     try:
-        try:
-            result = evaluate(**kwargs)
-        except Warning:
-            # NumPy's warnings-module warnings ("Mean of empty slice") are errors in the
-            # sandbox (service.cli); rerun once recording them, as the ops route does.
-            with _PYWARNINGS_LOCK, pywarnings.catch_warnings(record=True) as caught:
-                pywarnings.simplefilter("always")
-                result = evaluate(**kwargs)
-            for w in caught:
-                if str(w.message) not in result["warnings"]:
-                    result["warnings"].append(str(w.message))
+        messages: list[str] = []
+        result = numpy_warnings.run_recording(lambda: evaluate(**kwargs), messages)
+        result["warnings"] += [m for m in messages if m not in result["warnings"]]
     except ExprError as exc:
         raise ApiError(exc.status, exc.code, exc.message, op=exc.op, input=exc.input,
                        **exc.detail()) from None
