@@ -145,7 +145,7 @@ export function makeEditor(spec, value, { requiresGrad = true, onChange = () => 
     control = el("input", { id, type: "text", class: "code", spellcheck: "false", autocomplete: "off",
       "aria-describedby": described, placeholder: spec.required ? "" : `default: ${JSON.stringify(spec.default)}` });
     write = (v) => {
-      control.value = v === undefined || v === null ? "" : typeof v === "string" ? v : JSON.stringify(v);
+      control.value = v === undefined || v === null ? "" : formatValue(v);
     };
     read = () => {
       const text = control.value.trim();

@@ -459,7 +459,9 @@ function showResult(data, req) {
       ? `${state.op.name} returns an np.ndarray (L0.2): no graph, so no gradients.`
       : "No gradients: tick “requires grad” on an input to see its gradient." }));
   } else {
-    out.append(el("p", { class: "hint", text: "Each gradient is ∂(sum of the output)/∂input, shaped like its input (L0.5)." }));
+    out.append(el("p", { class: "hint", text: req.body.grad_output == null
+      ? "Each gradient is ∂(sum of the output)/∂input, shaped like its input (L0.5)."
+      : "Each gradient is ∂(sum of output · grad_output)/∂input, shaped like its input (L0.5)." }));
   }
   state.firstNonfinite = data.first_nonfinite ?? null;
   syncRequiresGrad();
@@ -645,6 +647,7 @@ function restoreFromLink() {
   state.example = null;
   $("#grad-output").value = snap.grad_output == null ? "" : formatValue(snap.grad_output);
   $("#grad-output").closest("details").open = snap.grad_output != null;
+  $("#grad-output").rows = Math.min(8, $("#grad-output").value.split("\n").length);
   if (snap.mode === "expr") {
     setMode("expr");
     $("#expr-text").value = snap.expression ?? "";

@@ -50,10 +50,16 @@ export function parseValue(text) {
 
 /** A wire value as compact text: one innermost row per line. */
 export function formatValue(v, indent = "") {
-  if (!Array.isArray(v)) return JSON.stringify(v);
-  if (!v.some(Array.isArray)) return "[" + v.map((x) => JSON.stringify(x)).join(", ") + "]";
+  if (!Array.isArray(v)) return formatLeaf(v);
+  if (!v.some(Array.isArray)) return "[" + v.map(formatLeaf).join(", ") + "]";
   const inner = indent + " ";
   return "[" + v.map((x, i) => (i ? inner : "") + formatValue(x, inner)).join(",\n") + "]";
+}
+
+/** One element as typed: non-finite tokens bare (-inf, inf, nan), the rest as JSON. */
+function formatLeaf(x) {
+  const bare = { NaN: "nan", Infinity: "inf", "-Infinity": "-inf" }[x];
+  return bare ?? JSON.stringify(x);
 }
 
 /** A number for a table cell: short, but exact enough to recognise (4 significant digits). */
