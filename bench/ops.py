@@ -107,7 +107,6 @@ def cases(n: int, d: int):
         x0, x1 = x[..., 0::2], x[..., 1::2]
         return torch.stack([x0 * tc - x1 * ts, x0 * ts + x1 * tc], -1).flatten(-2)
 
-    T = torch
     return {
         "add": ([a, row], lambda x, y: ag.add(x, y), lambda x, y, g: (x + y, g, g.sum(0)),
                 lambda x, y: x + y),
@@ -168,7 +167,7 @@ def cases(n: int, d: int):
                       lambda x: x[:, :, None].expand(1, 2, 2, n, d).reshape(1, 4, n, d)),
         "softmax_np": ([a], None, lambda x: (_np_softmax(x),), None),
         "cross_entropy_grad": ([a], None, lambda x: (np_ce(x, 1.0)[1],), None),
-    } if T is not None or True else {}
+    }
 
 
 def run_case(name, spec):
@@ -228,7 +227,8 @@ def main() -> None:
             line = f"{name:<19}{size_name:<7}{glass * 1e6:>10.1f}{floor * 1e6:>10.1f}"
             line += f"{glass / floor:>9.2f}"
             if torch:
-                line += f"{t_time * 1e6:>10.1f}{glass / t_time:>9.2f}" if t_time else f"{'-':>10}{'-':>9}"
+                line += (f"{t_time * 1e6:>10.1f}{glass / t_time:>9.2f}" if t_time
+                         else f"{'-':>10}{'-':>9}")
             print(line, flush=True)
         print()
 

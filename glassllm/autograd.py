@@ -235,7 +235,7 @@ def neg(a: Any) -> Tensor:
     return Tensor._make(-a.data, (a,), "neg", backward)
 
 
-def pow(a: Any, exponent: Any) -> Tensor:  # noqa: A001 - the SPEC's name (L1.1)
+def pow(a: Any, exponent: Any) -> Tensor:
     """Elementwise power with a constant exponent: out = a ** exponent.
 
     `exponent` is a number or array (broadcasting with `a`); it is not
@@ -441,7 +441,7 @@ def mean(a: Any, axis: Any = None, keepdims: bool = False) -> Tensor:
     return Tensor._make(out, (a,), "mean", backward)
 
 
-def max(a: Any, axis: Any = None, keepdims: bool = False) -> Tensor:  # noqa: A001
+def max(a: Any, axis: Any = None, keepdims: bool = False) -> Tensor:
     """Maximum over `axis`; also `Tensor.max`.
 
     Ties split the incoming gradient equally among the tied positions, as
@@ -927,7 +927,7 @@ def rope(x: Any, cos: Any, sin: Any) -> Tensor:
     x0, x1 = x.data[..., 0::2], x.data[..., 1::2]  # (..., dk/2) each
     even = x0 * cos - x1 * sin
     odd = x0 * sin + x1 * cos
-    out = np.stack([even, odd], axis=-1).reshape(even.shape[:-1] + (2 * even.shape[-1],))
+    out = np.stack([even, odd], axis=-1).reshape(*even.shape[:-1], 2 * even.shape[-1])
 
     def backward(g: np.ndarray):
         g0, g1 = g[..., 0::2], g[..., 1::2]

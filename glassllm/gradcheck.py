@@ -131,9 +131,14 @@ def gradcheck(
                 shape=x.shape,
                 analytic=analytic,
                 numeric=numeric,
-                max_abs_err=float(np.nanmax(err)) if err.size and not np.all(np.isnan(err)) else 0.0,
-                max_rel_err=float(np.nanmax(rel)) if rel.size and not np.all(np.isnan(rel)) else 0.0,
+                max_abs_err=_nanmax(err),
+                max_rel_err=_nanmax(rel),
                 passed=ok,
             )
         )
     return GradcheckResult(passed=all(r.passed for r in results), inputs=results)
+
+
+def _nanmax(a: np.ndarray) -> float:
+    """Largest non-NaN entry, 0.0 for an empty or all-NaN array."""
+    return float(np.nanmax(a)) if a.size and not np.all(np.isnan(a)) else 0.0

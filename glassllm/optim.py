@@ -13,7 +13,7 @@ import numpy as np
 
 from glassllm import Tensor
 
-__all__ = ["AdamW", "SGD", "clip_grad_norm"]
+__all__ = ["SGD", "AdamW", "clip_grad_norm"]
 
 
 class _Optimizer:

@@ -152,7 +152,7 @@ class Tensor:
         [[2.0, 4.0], [6.0, 8.0]]
     """
 
-    __slots__ = ("data", "grad", "requires_grad", "_parents", "_backward", "_op", "_retain")
+    __slots__ = ("_backward", "_op", "_parents", "_retain", "data", "grad", "requires_grad")
     # Make NumPy defer to our reflected operators: `np.ones(2) + t` -> t.__radd__.
     __array_ufunc__ = None
 
@@ -306,7 +306,7 @@ class Tensor:
                 node.grad = np.array(g, dtype=np.float64) if node.grad is None else node.grad + g
             if node._backward is None:
                 continue
-            for parent, pg in zip(node._parents, node._backward(g)):
+            for parent, pg in zip(node._parents, node._backward(g), strict=True):
                 if pg is None or not parent.requires_grad:
                     continue
                 if pg.shape != parent.data.shape:  # an op's bug, never the user's

@@ -9,8 +9,6 @@ from __future__ import annotations
 
 from typing import Any
 
-import numpy as np
-
 from glassllm import registry
 from glassllm.expr import FloatWarnings
 from glassllm.registry import LimitError, Op

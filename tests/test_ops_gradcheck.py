@@ -69,9 +69,18 @@ CASES = {
     "reshape to scalar": (lambda a: ag.reshape(a, ()), lambda: (T(1, 1),)),
     "transpose default": (ag.transpose, lambda: (T(2, 3, 4),)),
     "transpose perm with negatives": (lambda a: ag.transpose(a, (1, -1, 0)), lambda: (T(2, 3, 4),)),
-    "getitem basic slices": (lambda a: ag.getitem(a, (slice(None), slice(1, None, 2))), lambda: (T(3, 5),)),
-    "getitem int + newaxis + ellipsis": (lambda a: ag.getitem(a, (1, None, Ellipsis)), lambda: (T(3, 4),)),
-    "getitem repeated advanced": (lambda a: ag.getitem(a, np.array([0, 2, 0, 0])), lambda: (T(3, 2),)),
+    "getitem basic slices": (
+        lambda a: ag.getitem(a, (slice(None), slice(1, None, 2))),
+        lambda: (T(3, 5),),
+    ),
+    "getitem int + newaxis + ellipsis": (
+        lambda a: ag.getitem(a, (1, None, Ellipsis)),
+        lambda: (T(3, 4),),
+    ),
+    "getitem repeated advanced": (
+        lambda a: ag.getitem(a, np.array([0, 2, 0, 0])),
+        lambda: (T(3, 2),),
+    ),
     "getitem 2 advanced arrays, repeats": (
         lambda a: ag.getitem(a, (np.array([[0, 1], [0, 1]]), np.array([2, 2]))),
         lambda: (T(2, 3),),
@@ -80,7 +89,10 @@ CASES = {
         lambda a: ag.getitem(a, np.array([[True, False, True], [False, True, False]])),
         lambda: (T(2, 3),),
     ),
-    "getitem negative index": (lambda a: ag.getitem(a, (-1, np.array([-1, -1]))), lambda: (T(2, 3),)),
+    "getitem negative index": (
+        lambda a: ag.getitem(a, (-1, np.array([-1, -1]))),
+        lambda: (T(2, 3),),
+    ),
     "where broadcast condition": (
         lambda a, b: ag.where(np.array([True, False, True]), a, b),
         lambda: (T(2, 3), T(2, 1)),

@@ -73,7 +73,8 @@ def test_shared_reference_check_script_passes():
 
     env = {**os.environ, "PYTHONPATH": str(root)}
     res = subprocess.run(
-        [sys.executable, str(script)], cwd=root, env=env, capture_output=True, text=True, timeout=120
+        [sys.executable, str(script)],
+        cwd=root, env=env, capture_output=True, text=True, timeout=120,
     )
     assert res.stdout.strip().splitlines()[-1] == "4 passed, 0 failed", res.stdout + res.stderr
     assert res.returncode == 0
