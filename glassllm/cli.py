@@ -89,6 +89,11 @@ def _train(args: argparse.Namespace) -> int:
         **{f.name: getattr(args, f.name) for f in fields(GlassConfig) if f.name != "seed"},
     )
     data = ByteTokenizer().encode(text)  # (T,)
+    if len(data) < config.max_seq_len + 1:
+        raise ValueError(
+            f"the text has {len(data)} bytes; training windows need at least "
+            f"max_seq_len + 1 = {config.max_seq_len + 1}"
+        )
     model = GlassLM(config)
     on_step, close = _progress(args.steps)
     try:

@@ -100,6 +100,44 @@ def test_forward_shape_loss_and_backward_reach_every_parameter():
     assert all(p.grad is None for p in model.parameters())
 
 
+def test_model_loss_gradcheck_every_parameter():
+    # End to end: the whole model's backward against finite differences (vocab 16 keeps
+    # the embedding and head small enough to perturb every element).
+    from glassllm import gradcheck
+
+    config = GlassConfig(
+        vocab=16,
+        d_model=8,
+        n_layers=2,
+        n_heads=2,
+        n_kv_heads=1,
+        ffn_hidden=8,
+        max_seq_len=4,
+        seed=5,
+    )
+    model = GlassLM(config)
+    names = [name for name, _ in model.named_parameters()]
+    params = model.parameters()
+    ids = np.array([[1, 5, 9], [15, 0, 3]])
+    targets = np.array([[5, 9, 2], [0, 3, 3]])
+
+    def bind(name, tensor):  # model.blocks[0].attn.wq = tensor, from "blocks.0.attn.wq"
+        *path, attr = name.split(".")
+        obj = model
+        for part in path:
+            obj = obj[int(part)] if isinstance(obj, list) else getattr(obj, part)
+        setattr(obj, attr, tensor)
+
+    def loss(*tensors):
+        for name, tensor in zip(names, tensors, strict=True):
+            bind(name, tensor)
+        return model.loss(ids, targets)
+
+    result = gradcheck(loss, *params, atol=1e-7, rtol=1e-5)
+    failed = [n for n, r in zip(names, result.inputs, strict=True) if not r.passed]
+    assert result.passed and len(result.inputs) == 3 + 2 * 9, failed
+
+
 def test_model_is_causal_bit_identical():
     model = GlassLM(SMALL)
     ids = np.array([[72, 101, 108, 108, 111, 32, 119, 111]])
@@ -354,6 +392,12 @@ def test_cli_train_default_corpus_without_tqdm(tmp_path, capsys, monkeypatch):
 def test_cli_reports_errors_without_traceback(tmp_path, capsys):
     assert main(["generate", "--checkpoint", str(tmp_path / "missing.npz")]) == 1
     assert capsys.readouterr().err.startswith("error:")
+    short = tmp_path / "short.txt"
+    short.write_text("too short", encoding="utf-8")
+    assert main(["train", str(short), "--steps", "1", "--out", str(tmp_path / "x.npz")]) == 1
+    assert capsys.readouterr().err == (
+        "error: the text has 9 bytes; training windows need at least max_seq_len + 1 = 65\n"
+    )
     with pytest.raises(SystemExit):
         main(["train", "--steps", "not-a-number"])
 
