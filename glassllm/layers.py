@@ -258,7 +258,7 @@ def attention(
 
     Raises:
         ValueError: d not divisible by H, or H not divisible by Hkv (names both numbers);
-            cos/sin not shaped (n, dk/2).
+            odd dk; cos/sin not shaped (n, dk/2).
 
     Example:
         >>> rng = np.random.default_rng(0)
@@ -273,6 +273,8 @@ def attention(
     B, n, d = x.shape
     _check_heads(d, n_heads, n_kv_heads)
     dk = d // n_heads
+    if dk % 2:
+        raise ValueError(f"head dimension d/H = {d}/{n_heads} = {dk} must be even for RoPE pairs")
     if np.shape(cos) != (n, dk // 2) or np.shape(sin) != (n, dk // 2):
         raise ValueError(
             f"cos and sin must be (n, dk/2) = ({n}, {dk // 2}), "

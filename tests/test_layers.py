@@ -257,6 +257,9 @@ def test_attention_errors_name_both_numbers():
         attention(x, *w, 3, 1, *rope_angles(2, 2))
     with pytest.raises(ValueError, match=r"4.*3"):
         attention(x, *w, 4, 3, *rope_angles(2, 2))
+    with pytest.raises(ValueError, match=r"12/4 = 3"):
+        x12 = Tensor(rng.normal(size=(1, 2, 12)))
+        attention(x12, *_attention_weights(rng, 12, 4, 2), 4, 2, np.ones((2, 1)), np.ones((2, 1)))
     with pytest.raises(ValueError, match=r"\(2, 1\)"):
         attention(x, *w, 4, 2, *rope_angles(3, 2))  # tables for the wrong n
 
