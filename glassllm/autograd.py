@@ -680,9 +680,10 @@ def masked_fill(a: Any, mask: Any, value: Any) -> Tensor:
 # L4  Distributions and activations
 # ============================================================================
 def _softmax_data(x: np.ndarray, axis: int) -> np.ndarray:
-    shifted = x - np.max(x, axis=axis, keepdims=True)  # largest entry becomes 0
-    e = np.exp(shifted)
-    return e / np.sum(e, axis=axis, keepdims=True)
+    e = x - np.max(x, axis=axis, keepdims=True)  # largest entry becomes 0
+    np.exp(e, out=e)  # in place: one array instead of three
+    e /= np.sum(e, axis=axis, keepdims=True)
+    return e
 
 
 def softmax(a: Any, axis: int = -1) -> Tensor:
