@@ -17,7 +17,7 @@ so a student can read the whole autograd like a chapter.
 
 from __future__ import annotations
 
-import builtins
+import math
 import operator
 from typing import Any
 
@@ -417,7 +417,10 @@ def tsum(a: Any, axis: Any = None, keepdims: bool = False) -> Tensor:
 def mean(a: Any, axis: Any = None, keepdims: bool = False) -> Tensor:
     """Arithmetic mean over `axis`: out = tsum(a, axis) / count.
 
-    An empty reduction gives NaN with NumPy's warning.
+    Computed as NumPy's `np.mean` computes it (a sum, then one division), but without
+    its "Mean of empty slice" `warnings`-module warning: an empty reduction is 0 / 0,
+    NaN with NumPy's floating-point "invalid value" warning, which callers can catch
+    per thread with `np.errstate` (the sandbox does, H6).
 
     Backward:
         a: g / count, broadcast back to a's shape (count = elements averaged)
@@ -431,10 +434,13 @@ def mean(a: Any, axis: Any = None, keepdims: bool = False) -> Tensor:
     Clauses: L2.1, L2.4.
     """
     a = _t(a)
-    out = np.mean(a.data, axis=axis, keepdims=keepdims)
+    total = np.sum(a.data, axis=axis, keepdims=keepdims)  # NumPy checks the axes here
+    count = math.prod(a.data.shape[i] for i in _axes(axis, a.data.ndim))
+    out = np.true_divide(total, count)
 
     def backward(g: np.ndarray):
-        count = a.data.size // builtins.max(np.asarray(out).size, 1) if a.data.size else 0
+        if count == 0:  # nothing was averaged: a is empty, and so is its gradient
+            return (np.zeros_like(a.data),)
         g = _keepdims_grad(g, axis, keepdims, a.data.ndim)
         return (np.broadcast_to(g / count, a.data.shape),)
 
@@ -879,7 +885,7 @@ def cross_entropy(logits: Any, targets: Any) -> Tensor:
     x = logits.data
     shifted = x - np.max(x, axis=-1, keepdims=True)
     logp = shifted - np.log(np.sum(np.exp(shifted), axis=-1, keepdims=True))  # (N, V)
-    out = -np.mean(logp[np.arange(x.shape[0]), targets])
+    out = -np.sum(logp[np.arange(x.shape[0]), targets]) / x.shape[0]  # N = 0 gives 0/0 = NaN
 
     def backward(g: np.ndarray):
         return (g * cross_entropy_grad(x, targets),)

@@ -220,7 +220,8 @@ def test_concurrent_answers_equal_serial_answers():
     assert {s for s, _ in serial} == {200, 400}
 
 
-def test_warnings_module_warnings_are_returned_not_raised(client):
+def test_empty_mean_is_nan_with_a_warning_not_an_error(client):
+    # glassllm's mean is a floating-point 0/0 here (no global warnings-module state, H6)
     r = client.post("/api/v1/ops/mean", json={"inputs": {"a": []}})
     assert r.status_code == 200 and r.json()["value"] == "NaN"
-    assert any("Mean of empty slice" in w for w in r.json()["warnings"])
+    assert r.json()["warnings"] == ["invalid value encountered (NumPy floating-point warning)"]
