@@ -372,9 +372,21 @@ def matmul(a: Any, b: Any) -> Tensor:
             g = np.expand_dims(g, -2)  # now g is shaped like a2 @ b2
         ga = gb = None
         if a.requires_grad:
-            ga = unbroadcast(np.matmul(g, np.swapaxes(b2, -1, -2)), a2.shape).reshape(a.data.shape)
+            if a2.ndim == 2 and b2.ndim > 2:  # one matrix used by every batch: sum in the product
+                n, m = g.shape[-2], g.shape[-1]
+                g_rows = np.moveaxis(g, -2, 0).reshape(n, -1)  # (n, batch·m)
+                b_rows = np.moveaxis(b2, -2, 0).reshape(b2.shape[-2], -1)  # (k, batch·m)
+                ga = (g_rows @ b_rows.T).reshape(a.data.shape)  # (n, k)
+            else:
+                ga = unbroadcast(np.matmul(g, np.swapaxes(b2, -1, -2)), a2.shape)
+                ga = ga.reshape(a.data.shape)
         if b.requires_grad:
-            gb = unbroadcast(np.matmul(np.swapaxes(a2, -1, -2), g), b2.shape).reshape(b.data.shape)
+            if b2.ndim == 2 and a2.ndim > 2:  # e.g. a linear layer's weight: (k, B·n) @ (B·n, m)
+                k, m = b2.shape
+                gb = (a2.reshape(-1, k).T @ g.reshape(-1, m)).reshape(b.data.shape)
+            else:
+                gb = unbroadcast(np.matmul(np.swapaxes(a2, -1, -2), g), b2.shape)
+                gb = gb.reshape(b.data.shape)
         return ga, gb
 
     return Tensor._make(out, (a, b), "matmul", backward)

@@ -50,6 +50,8 @@ CASES = {
     "matmul (4,)@(4,)": (ag.matmul, lambda: (T(4), T(4))),
     "matmul batched (2,1,3,4)@(5,4,2)": (ag.matmul, lambda: (T(2, 1, 3, 4), T(5, 4, 2))),
     "matmul (4,)@(2,4,3)": (ag.matmul, lambda: (T(4), T(2, 4, 3))),
+    "matmul batched @ matrix (2,3,4)@(4,5)": (ag.matmul, lambda: (T(2, 3, 4), T(4, 5))),
+    "matmul matrix @ batched (3,4)@(2,2,4,5)": (ag.matmul, lambda: (T(3, 4), T(2, 2, 4, 5))),
     "matmul (2,3,4)@(4,)": (ag.matmul, lambda: (T(2, 3, 4), T(4))),
     # L2 reductions, shape, selection
     "tsum all": (ag.tsum, lambda: (T(2, 3),)),
