@@ -222,6 +222,59 @@ def test_a_ragged_array_is_refused_beside_the_input(page):
     assert table(page, "value") == [-math.inf, 0.0]
 
 
+def nested(n: int) -> str:
+    return "[" * n + "1" + "]" * n
+
+
+def test_deep_nesting_answers_at_once_and_stops_at_the_sandbox_depth(page):
+    # shape inference is linear: 200 levels (2**200 steps when each first child was
+    # re-measured; 27 levels took 2.7 s) and a ragged list at the bottom
+    shapes = page.evaluate("""async () => {
+        const { shapeOf } = await import("/static/js/wire.js");
+        let deep = 1, ragged = [[1], [1, 2]];
+        for (let i = 0; i < 200; i++) { deep = [deep]; ragged = [ragged]; }
+        const t0 = performance.now();
+        const got = [shapeOf(deep).length, shapeOf(ragged)];
+        return [...got, performance.now() - t0];
+    }""")
+    assert shapes[:2] == [200, None] and shapes[2] < 100, shapes
+    page.select_option("#op-select", "softmax")
+    live = page.locator('.field[data-input="a"] .shape-live')
+    # typed key by key, as the QA pass did: 30 lists is the deepest {"inputs": {"a": …}}
+    # can carry under GLASSLLM_MAX_JSON_DEPTH = 32, and it runs
+    page.fill("#in-a", "")
+    page.focus("#in-a")
+    page.keyboard.type(nested(30))
+    assert live.inner_text() == "shape (" + ", ".join(["1"] * 30) + ")"
+    click_and_wait(page, "#run")
+    assert table(page, "value") == [1.0] and table(page, "grad:a") == [0.0]
+    # one more level is refused on the page, in the sandbox's words, and nothing is sent
+    page.fill("#in-a", nested(31))
+    words = "nested 31 lists deep: JSON nesting depth 33 exceeds 32 (GLASSLLM_MAX_JSON_DEPTH)"
+    assert live.inner_text() == f"too deep: {words}"
+    before = page.evaluate("performance.getEntriesByType('resource').length")
+    click_and_wait(page, "#run")
+    assert page.inner_text('.field[data-input="a"] .msg') == f"a is {words}"
+    assert page.get_attribute("#in-a", "aria-invalid") == "true"
+    assert page.evaluate("performance.getEntriesByType('resource').length") == before
+    assert page.locator('figure[data-name="value"]').count() == 0   # no stale result
+    # the QA case that hung the tab: 40 deep, key by key, flagged as soon as it is too deep
+    page.fill("#in-a", "")
+    page.focus("#in-a")
+    page.keyboard.type("[" * 40)
+    assert live.inner_text().startswith("too deep: nested 40 lists deep: JSON nesting depth 42")
+    page.keyboard.type("1" + "]" * 40)
+    assert live.inner_text().startswith("too deep: nested 40 lists deep")
+    shot(page, "too-deep")
+    # a variable sits one level deeper: {"variables": {"x": {"value": …}}}
+    page.fill("#in-a", "[1]")
+    page.check("#mode-expr")                       # op mode's case becomes variable a
+    page.fill("#var-0-value", nested(30))
+    assert page.inner_text('#expr-vars .field .shape-live') == (
+        "too deep: nested 30 lists deep: JSON nesting depth 33 exceeds 32"
+        " (GLASSLLM_MAX_JSON_DEPTH)")
+
+
 # --------------------------------------------------------------------------------------
 # sharing: the permalink, copy as Python, copy as curl
 # --------------------------------------------------------------------------------------

@@ -43,27 +43,28 @@ export function setMessage(field, text, kind = "error") {
   if (control) control.setAttribute("aria-invalid", text && kind === "error" ? "true" : "false");
 }
 
-function liveShape(textarea, out, kind) {
+function liveShape(textarea, out, kind, outer) {
   try {
-    const v = parseValue(textarea.value);
+    const v = parseValue(textarea.value, outer);
     const shape = shapeOf(v);
     out.textContent = shape === null ? "shape: ragged (rows of different lengths)" : `shape ${shapeText(shape)}`;
     out.classList.toggle("bad", shape === null);
     return v;
-  } catch {
-    out.textContent = kind === "bool_mask" ? "shape: not yet a list of true / false" : "shape: not yet a number list";
+  } catch (err) {
+    out.textContent = err.tooDeep ? `too deep: ${err.message.replace(/^is /, "")}`
+      : kind === "bool_mask" ? "shape: not yet a list of true / false" : "shape: not yet a number list";
     out.classList.add("bad");
     return undefined;
   }
 }
 
 /** The clickable grid of a 1-D or 2-D boolean mask; each cell toggles masked / kept. */
-function maskGrid(textarea, name, onChange, onlyBooleans = false) {
+function maskGrid(textarea, name, onChange, outer, onlyBooleans = false) {
   const grid = el("div", { class: "mask-grid", role: "group", "aria-label": `${name}: click a cell to toggle it` });
   const draw = () => {
     grid.replaceChildren();
     let v;
-    try { v = parseValue(textarea.value); } catch { return; }
+    try { v = parseValue(textarea.value, outer); } catch { return; }
     const shape = shapeOf(v);
     if (shape === null || shape.length < 1 || shape.length > 2 || (onlyBooleans && !isMask(v))) return;
     const rows = shape.length === 1 ? [v] : v;
@@ -97,8 +98,10 @@ function maskGrid(textarea, name, onChange, onlyBooleans = false) {
  * @returns {{field: HTMLElement, read: () => any, write: (v) => void, requiresGrad: () => boolean}}
  *   read() returns the wire value, or `undefined` for "use the default"; it throws an
  *   Error whose message completes "input <name> ..." when the text cannot be read.
+ *   `outer`: how deep the request nests the value ({"inputs": {"a": …}}: 2), for the
+ *   sandbox's JSON depth limit.
  */
-export function makeEditor(spec, value, { requiresGrad = true, onChange = () => {}, idPrefix = "in" } = {}) {
+export function makeEditor(spec, value, { requiresGrad = true, onChange = () => {}, idPrefix = "in", outer = 2 } = {}) {
   const id = `${idPrefix}-${spec.name}`;
   const msgId = `msg-${idPrefix}-${spec.name}`;
   const field = el("div", { class: `field kind-${spec.kind}` });
@@ -119,21 +122,21 @@ export function makeEditor(spec, value, { requiresGrad = true, onChange = () => 
     write = (v) => {
       control.value = v === undefined || v === null ? "" : formatValue(v);
       control.rows = Math.min(8, Math.max(1, control.value.split("\n").length));
-      liveShape(control, shape, spec.kind);
+      liveShape(control, shape, spec.kind, outer);
     };
     read = () => {
       if (control.value.trim() === "" && !spec.required) return undefined;
-      return parseValue(control.value);
+      return parseValue(control.value, outer);
     };
     control.addEventListener("input", () => {
       control.rows = Math.min(8, Math.max(control.rows, control.value.split("\n").length));
-      liveShape(control, shape, spec.kind);
+      liveShape(control, shape, spec.kind, outer);
       onChange();
     });
     field.append(control, shape);
     write(value);
-    if (spec.kind === "bool_mask") field.append(maskGrid(control, spec.name, onChange));
-    if (spec.kind === "variable") field.append(maskGrid(control, spec.name, onChange, true));
+    if (spec.kind === "bool_mask") field.append(maskGrid(control, spec.name, onChange, outer));
+    if (spec.kind === "variable") field.append(maskGrid(control, spec.name, onChange, outer, true));
   } else if (spec.kind === "bool") {
     control = el("input", { id, type: "checkbox", "aria-describedby": described });
     write = (v) => { control.checked = Boolean(v); };
@@ -153,7 +156,7 @@ export function makeEditor(spec, value, { requiresGrad = true, onChange = () => 
         if (!spec.required) return undefined;
         throw new Error("is required");
       }
-      const v = parseValue(text);
+      const v = parseValue(text, outer);
       if (spec.kind === "int" && !Number.isInteger(v)) throw new Error("must be an integer");
       if (spec.kind === "shape" && typeof v === "number") return [v];
       return v;
@@ -172,7 +175,7 @@ export function makeEditor(spec, value, { requiresGrad = true, onChange = () => 
     const toggle = el("label", { for: `${id}-grad`, class: "grad-toggle" }, grad, " requires grad");
     field.append(toggle);
     if (spec.kind === "variable") {            // a mask has no gradient: hide the toggle
-      const sync = () => { let v; try { v = parseValue(control.value); } catch { return; } toggle.hidden = isMask(v); };
+      const sync = () => { let v; try { v = parseValue(control.value, outer); } catch { return; } toggle.hidden = isMask(v); };
       control.addEventListener("input", sync);
       sync();
     }

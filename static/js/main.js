@@ -197,7 +197,8 @@ function addVariable(name, spec) {
   const nameInput = el("input", { id: nameId, type: "text", class: "code var-name", value: name, spellcheck: "false", autocomplete: "off" });
   const remove = el("button", { type: "button", class: "small", text: "Remove", "aria-label": `Remove variable ${name}` });
   const editor = makeEditor({ name: "value", kind: "variable", differentiable: true, required: true, doc: "" },
-    value, { requiresGrad: Boolean(spec.requires_grad), onChange: caseChanged, idPrefix: `var-${i}` });
+    value, { requiresGrad: Boolean(spec.requires_grad), onChange: caseChanged, idPrefix: `var-${i}`,
+      outer: 3 });                                 // {"variables": {"x": {"value": …}}}
   // requires_grad absent from the case: the sandbox decides (a float tensor input gets a
   // gradient) and the checkbox follows its answer after the run
   if (spec.requires_grad !== undefined) editor.setRequiresGrad(Boolean(spec.requires_grad), true);
@@ -301,7 +302,7 @@ function gradOutput() {
   const text = $("#grad-output").value.trim();
   if (!text) return null;
   try {
-    return parseValue(text);
+    return parseValue(text, 1);                    // {"grad_output": …}
   } catch (err) {
     const msg = $("#msg-grad-output");
     msg.textContent = `grad_output ${err.message}`;
@@ -338,7 +339,11 @@ async function run() {
 async function runOnce() {
   clearMessages();
   const req = currentRequest();
-  if (!req) { setStatus("Fix the input marked in red, then run again."); return; }
+  if (!req) {                                   // refused on the page: nothing was sent
+    clearResult("No result: an input cannot be sent (the message in red says why).");
+    setStatus("Fix the input marked in red, then run again.");
+    return;
+  }
   updateLink();
   const ticket = ++running;
   setStatus("Running…");

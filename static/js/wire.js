@@ -11,17 +11,24 @@ export function fromWire(v) {
   return v;
 }
 
-/** The shape of a rectangular nested list; null when ragged. */
+/** The shape of a rectangular nested list; null when ragged. Linear in the size of `v`:
+ *  the shape is read once down the first children, then every list is checked against it
+ *  (re-deriving each first child's shape doubled the work per nesting level). */
 export function shapeOf(v) {
-  if (!Array.isArray(v)) return [];
-  if (v.length === 0) return [0];
-  const inner = shapeOf(v[0]);
-  if (inner === null) return null;
-  for (const item of v) {
-    const s = shapeOf(item);
-    if (s === null || s.length !== inner.length || s.some((n, i) => n !== inner[i])) return null;
+  const shape = [];
+  for (let x = v; Array.isArray(x); x = x[0]) {
+    shape.push(x.length);
+    if (x.length === 0) break;
   }
-  return [v.length, ...inner];
+  return fits(v, shape, 0) ? shape : null;
+}
+
+/** Whether `v` is a list of shape `shape.slice(k)` (a number when k is past the end). */
+function fits(v, shape, k) {
+  if (k === shape.length) return !Array.isArray(v);
+  if (!Array.isArray(v) || v.length !== shape[k]) return false;
+  for (const item of v) if (!fits(item, shape, k + 1)) return false;
+  return true;
 }
 
 export function shapeText(shape) {
@@ -29,11 +36,41 @@ export function shapeText(shape) {
   return shape.length === 1 ? `(${shape[0]},)` : `(${shape.join(", ")})`;
 }
 
+/** The sandbox's limit on the nesting of [ and { in a request body (service/settings.py,
+ *  GLASSLLM_MAX_JSON_DEPTH). The page holds to it too: past it a request is refused anyway,
+ *  and a list nested that deep is a typing slip, not a tensor. */
+export const MAX_JSON_DEPTH = 32;
+
+/** The deepest nesting of [ and { in JSON text, strings skipped; one pass, no parsing. */
+export function nestingDepth(text) {
+  let depth = 0, deepest = 0, inString = false;
+  for (let i = 0; i < text.length; i++) {
+    const c = text[i];
+    if (inString) {
+      if (c === "\\") i++;
+      else if (c === '"') inString = false;
+    } else if (c === '"') inString = true;
+    else if (c === "[" || c === "{") deepest = Math.max(deepest, ++depth);
+    else if (c === "]" || c === "}") depth--;
+  }
+  return deepest;
+}
+
 /** Text a student typed as a wire value: JSON, plus bare inf / nan / -inf and Python's
- *  True / False / None, so `[[0, -inf]]` and `[True, False]` both work. */
-export function parseValue(text) {
+ *  True / False / None, so `[[0, -inf]]` and `[True, False]` both work.
+ *  `outer`: the nesting the request adds around the value ({"inputs": {"a": …}} is 2), so
+ *  a value that would push the request past MAX_JSON_DEPTH is refused here, in the
+ *  sandbox's words, before any work. */
+export function parseValue(text, outer = 0) {
   const src = text.trim();
   if (src === "") throw new Error("is empty");
+  const depth = nestingDepth(src);
+  if (depth + outer > MAX_JSON_DEPTH) {
+    const err = new Error(`is nested ${depth} lists deep: JSON nesting depth ${depth + outer}` +
+      ` exceeds ${MAX_JSON_DEPTH} (GLASSLLM_MAX_JSON_DEPTH)`);
+    err.tooDeep = true;
+    throw err;
+  }
   const json = src.replace(/("(?:[^"\\]|\\.)*")|(-?)\b(inf(?:inity)?|nan)\b|\b(True|False|None)\b/gi,
     (m, str, minus, tok, py) => {
       if (str) return str;
