@@ -275,6 +275,33 @@ def test_deep_nesting_answers_at_once_and_stops_at_the_sandbox_depth(page):
         " (GLASSLLM_MAX_JSON_DEPTH)")
 
 
+def test_a_number_past_float64_travels_as_infinity(page, browser):
+    # JSON.parse gives Infinity and JSON.stringify would send null ("got null"): the page
+    # sends the wire token, so 1e400 is inf, as np.float64("1e400") and float("1e400") are
+    page.select_option("#op-select", "add")
+    page.fill("#in-a", "[1e400, -1e400, 1]")
+    page.fill("#in-b", "[1, 1, 1]")
+    assert page.inner_text('.field[data-input="a"] .shape-live') == (
+        "shape (3,) · 2 numbers past float64's largest (1.8e308), read as ±inf as NumPy"
+        " reads them")
+    assert page.inner_text('.field[data-input="b"] .shape-live') == "shape (3,)"
+    click_and_wait(page, "#run")
+    assert page.inner_text('.field[data-input="a"] .msg') == ""
+    assert table(page, "value") == [math.inf, -math.inf, 2.0]
+    assert table(page, "grad:a") == [1.0, 1.0, 1.0]
+    shot(page, "overflow-1e400")
+    page.click("#copy-curl")
+    assert '"a":["Infinity","-Infinity",1]' in page.input_value("#copy-text")
+    page.click("#copy-python")
+    assert "[np.inf, -np.inf, 1]" in page.input_value("#copy-text")
+    other = browser.new_context().new_page()       # the permalink reopens it as typed tokens
+    other.goto(page.url)
+    other.wait_for_function("Number(document.body.dataset.runs || 0) > 0")
+    assert other.input_value("#in-a") == "[inf, -inf, 1]"
+    assert table(other, "value") == [math.inf, -math.inf, 2.0]
+    other.context.close()
+
+
 # --------------------------------------------------------------------------------------
 # sharing: the permalink, copy as Python, copy as curl
 # --------------------------------------------------------------------------------------

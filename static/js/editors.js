@@ -6,7 +6,7 @@
 // Every editor has a message line beside it, where the server's error or warning that
 // names this input is written in plain words.
 
-import { formatValue, parseValue, shapeOf, shapeText } from "./wire.js";
+import { formatValue, parseValue, readValue, shapeOf, shapeText } from "./wire.js";
 
 const ARRAY_KINDS = new Set(["tensor", "array", "table", "int_array", "bool_mask", "variable"]);
 const KIND_WORDS = {
@@ -45,9 +45,13 @@ export function setMessage(field, text, kind = "error") {
 
 function liveShape(textarea, out, kind, outer) {
   try {
-    const v = parseValue(textarea.value, outer);
+    const { value: v, overflowed } = readValue(textarea.value, outer);
     const shape = shapeOf(v);
     out.textContent = shape === null ? "shape: ragged (rows of different lengths)" : `shape ${shapeText(shape)}`;
+    if (overflowed) {
+      out.textContent += ` · ${overflowed} number${overflowed > 1 ? "s" : ""} past float64's` +
+        " largest (1.8e308), read as ±inf as NumPy reads them";
+    }
     out.classList.toggle("bad", shape === null);
     return v;
   } catch (err) {

@@ -62,6 +62,12 @@ export function nestingDepth(text) {
  *  a value that would push the request past MAX_JSON_DEPTH is refused here, in the
  *  sandbox's words, before any work. */
 export function parseValue(text, outer = 0) {
+  return readValue(text, outer).value;
+}
+
+/** parseValue, plus how many numbers overflowed float64 (1e400 is read as inf, as NumPy and
+ *  Python's float() read it, and travels as the token "Infinity"). */
+export function readValue(text, outer = 0) {
   const src = text.trim();
   if (src === "") throw new Error("is empty");
   const depth = nestingDepth(src);
@@ -78,8 +84,16 @@ export function parseValue(text, outer = 0) {
       if (tok.toLowerCase() === "nan") return '"NaN"';
       return minus ? '"-Infinity"' : '"Infinity"';
     });
+  let overflowed = 0;
+  // JSON.parse reads 1e400 as Infinity and JSON.stringify would send it as null: send the
+  // wire token instead (SPEC H3), so it arrives as the float64 it is, inf
+  const toToken = (key, v) => {
+    if (typeof v !== "number" || Number.isFinite(v)) return v;
+    overflowed += 1;
+    return v > 0 ? "Infinity" : "-Infinity";
+  };
   try {
-    return JSON.parse(json);
+    return { value: JSON.parse(json, toToken), overflowed };
   } catch (err) {
     throw new Error(`is not a number or a nested list of numbers (${err.message})`);
   }
