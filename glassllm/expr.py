@@ -414,6 +414,8 @@ class Builder:
                     value = None if part is None else self.literal(part, "a slice bound")
                     if value is not None and type(value) is not int:
                         raise self.error("slice bounds must be integers", part)
+                    if value is not None:
+                        self._coerce("int", "index", value, part)          # int64 (H3)
                     parts.append(value)
                 if parts[2] == 0:
                     raise self.error("slice step cannot be zero", item)
@@ -435,6 +437,8 @@ class Builder:
                 elif isinstance(value, bool) or (value is not None and not isinstance(value, int)):
                     raise self.error("an index is an integer, a slice, None, ..., a list of"
                                      " integers or an integer-array variable", item)
+                elif value is not None:
+                    self._coerce("int", "index", value, item)              # int64 (H3)
                 out.append(value)
         return (tuple(out) if isinstance(node, ast.Tuple) else out[0]), refs
 

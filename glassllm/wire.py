@@ -7,6 +7,10 @@ Arrays travel as JSON numbers and nested lists of float64. Non-finite floats tra
 strings ``"NaN"``, ``"Infinity"``, ``"-Infinity"`` (``"nan"``, ``"inf"``, ``"-inf"`` are also
 accepted on input). Every refusal is a `WireError` that names the input and the rule broken.
 
+Every integer on the wire is an int64 (ids, targets, index arrays and items, slice bounds,
+axes, shapes, repeats): JSON has no integer bound, so one outside [-2**63, 2**63 - 1] is
+refused by name (422), never wrapped through uint64 nor left to overflow later (a 500).
+
 Speed: a large finite array never goes element by element through Python. `np.array` builds
 it in C; only arrays that hold strings (non-finite tokens) or booleans among numbers take
 the slow, exact path. The caller says whether booleans can be present at all
@@ -81,16 +85,23 @@ def _float(name: str, v: Any) -> float:
         try:
             return float(v)
         except OverflowError:
-            raise WireError(name, f"the integer {v} is too large for float64") from None
+            raise WireError(name, f"{_describe(v)} is too large for float64") from None
     if isinstance(v, str) and v in NONFINITE_IN:
         return NONFINITE_IN[v]
     raise WireError(name, f"must be a number or one of \"NaN\", \"Infinity\", \"-Infinity\";"
                           f" got {_describe(v)}")
 
 
-def _int(name: str, v: Any) -> int:
+INT64_MIN, INT64_MAX = -(2 ** 63), 2 ** 63 - 1
+
+
+def _int(name: str, v: Any, what: str = "must be an integer") -> int:
+    """One JSON integer that fits int64, the dtype every integer input has (H3)."""
     if not _is_int(v):
-        raise WireError(name, f"must be an integer; got {_describe(v)}")
+        raise WireError(name, f"{what}; got {_describe(v)}")
+    if not INT64_MIN <= v <= INT64_MAX:
+        raise WireError(name, f"the integer {_describe(v)} is outside int64"
+                              " (-2**63 to 2**63 - 1)")
     return v
 
 
@@ -112,7 +123,10 @@ def _describe(v: Any) -> str:
         return "a list"
     if isinstance(v, dict):
         return "an object"
-    return repr(v)[:30]
+    text = repr(v)
+    if _is_int(v) and len(text) > 30:
+        return f"an integer of {len(text.lstrip('-'))} digits"
+    return text[:30]
 
 
 # --------------------------------------------------------------------------------------
@@ -160,18 +174,17 @@ def _int_array(name: str, value: Any, maybe_bools: bool) -> np.ndarray:
     if not isinstance(value, list):
         return np.array(_int(name, value), dtype=np.int64)
     arr = _nested(name, value)
-    if arr.dtype.kind in "iu" and not maybe_bools:
-        return arr.astype(np.int64, copy=False)
+    # The fast path takes int64 only: NumPy infers uint64 (or float64, or object) as soon as
+    # one integer is >= 2**63, and casting that to int64 would wrap it silently (2**64 - 1
+    # would become -1, a valid id). Those go through the exact path, which names it.
+    if arr.dtype == np.int64 and not maybe_bools:
+        return arr
     if arr.size == 0 and arr.dtype.kind == "f":             # [] has no element to refuse
         return arr.astype(np.int64)
     leaves = _exact_elements(name, value)
     for leaf in leaves.flat:
-        if not _is_int(leaf):
-            raise WireError(name, f"must hold integers (indices); got {_describe(leaf)}")
-    try:
-        return leaves.astype(np.int64)
-    except OverflowError:
-        raise WireError(name, "holds an integer outside int64") from None
+        _int(name, leaf, "must hold integers (indices)")
+    return leaves.astype(np.int64)
 
 
 def _bool_mask(name: str, value: Any, maybe_bools: bool) -> np.ndarray:
@@ -238,14 +251,14 @@ def _index_item(name: str, item: Any) -> Any:
     if item == "...":
         return Ellipsis
     if _is_int(item):
-        return item
+        return _int(name, item)
     if isinstance(item, dict):
         keys = set(item)
         if keys <= {"start", "stop", "step"}:
             parts = [item.get(k) for k in ("start", "stop", "step")]
             for part in parts:
-                if part is not None and not _is_int(part):
-                    raise WireError(name, "slice start / stop / step must be integers or null")
+                if part is not None:
+                    _int(name, part, "slice start / stop / step must be integers or null")
             if parts[2] == 0:
                 raise WireError(name, "slice step cannot be zero")
             return slice(*parts)
@@ -296,8 +309,10 @@ def coerce(kind: str, name: str, value: Any, *, maybe_bools: bool = True) -> Any
             raise WireError(name, f"must be true or false; got {_describe(value)}")
         return value
     if kind == "axis":
-        if value is None or _is_int(value):
+        if value is None:
             return value
+        if _is_int(value):
+            return _int(name, value)
         if isinstance(value, list):
             return _int_list(name, value)
         raise WireError(name, "must be null, an integer or a list of integers;"

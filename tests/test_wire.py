@@ -1,0 +1,148 @@
+"""The wire format's integers (SPEC H3, H4): every integer input is an int64, and one outside
+[-2**63, 2**63 - 1] is a 422 naming the input — never wrapped through uint64 (2**64 - 1 would
+become the valid id -1), never a 400 naming a value the user did not send, never a 500."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from fastapi.testclient import TestClient
+
+from glassllm.expr import ExprError, evaluate
+from glassllm.wire import WireError, coerce, decode_index
+from service.app import create_app
+from service.settings import Settings
+
+TOO_BIG = [2**63, 2**64 - 1, -(2**63) - 1, 10**400]
+W = [[1.0, 1.0], [2.0, 2.0], [3.0, 3.0], [4.0, 4.0]]
+
+
+@pytest.fixture(scope="module")
+def client():
+    with TestClient(create_app(Settings())) as c:
+        yield c
+
+
+def post(client, path: str, raw: str):
+    """Raw JSON text: Python's json module would write 10**400 fine, orjson parses it."""
+    return client.post(path, content=raw, headers={"Content-Type": "application/json"})
+
+
+# --------------------------------------------------------------------------------------
+# glassllm.wire, every integer kind
+# --------------------------------------------------------------------------------------
+
+def every_int_kind(n: int) -> list[tuple[str, object]]:
+    """(kind, JSON value) pairs that each carry the integer n somewhere an int is read."""
+    return [("int_array", n), ("int_array", [n]), ("int_array", [[0], [n]]),
+            ("int_array", [-1, n]), ("int", n), ("axis", n), ("axis", [0, n]), ("axes", [n]),
+            ("shape", n), ("shape", [2, n]), ("index", n), ("index", [0, n]),
+            ("index", {"start": n}), ("index", {"stop": n}), ("index", {"step": n}),
+            ("index", {"array": n}), ("index", [{"array": [[0], [n]]}])]
+
+
+@pytest.mark.parametrize("n", TOO_BIG, ids=["2**63", "2**64-1", "-2**63-1", "10**400"])
+def test_every_int_kind_refuses_integers_outside_int64(n):
+    """H3/H4: each integer slot of each kind, filled with n, is refused by name."""
+    for kind, value in every_int_kind(n):
+        with pytest.raises(WireError) as err:
+            coerce(kind, "x", value, maybe_bools=False)
+        assert err.value.input == "x", (kind, value)
+        assert "outside int64" in err.value.rule, (kind, err.value.rule)
+        assert len(err.value.rule) < 120, "a 400-digit integer is described, not echoed"
+
+
+def test_int64_extremes_still_pass_exactly():
+    lo, hi = -(2**63), 2**63 - 1
+    ids = coerce("int_array", "ids", [hi, lo, 0], maybe_bools=False)
+    assert ids.dtype == np.int64 and ids.tolist() == [hi, lo, 0]
+    assert coerce("int_array", "ids", hi).tolist() == hi
+    assert coerce("int", "repeats", hi) == hi
+    assert decode_index("index", [{"start": lo, "stop": hi}, lo]) == (slice(lo, hi), lo)
+
+
+@pytest.mark.parametrize("value", [10**400, [1.0, 10**400], [[-(10**400)], [0.0]]])
+def test_float_kinds_refuse_integers_beyond_float64(value):
+    """A Python int too large for float64 (from a notebook, or a JSON reader that keeps it)."""
+    with pytest.raises(WireError) as err:
+        coerce("tensor", "a", value)
+    assert err.value.input == "a" and "too large for float64" in err.value.rule
+    assert "401 digits" in err.value.rule
+
+
+def test_float_kinds_take_big_but_finite_integers_as_float64():
+    a = coerce("tensor", "a", [2**64, -(2**63)], maybe_bools=False)
+    assert a.tolist() == [1.8446744073709552e19, -9.223372036854775808e18]
+
+
+# --------------------------------------------------------------------------------------
+# the service and the evaluator
+# --------------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("ids", ["[18446744073709551615]", "[9223372036854775808]",
+                                 "18446744073709551615", "[[0], [9223372036854775808]]"])
+def test_embedding_ids_outside_int64_are_422_naming_ids(client, ids):
+    """Was: [2**64-1] → 200 with row -1; [2**63] → 400 naming -2**63; a scalar → 500."""
+    r = post(client, "/api/v1/ops/embedding", f'{{"inputs": {{"weight": {W}, "ids": {ids}}}}}')
+    assert r.status_code == 422, r.text
+    err = r.json()["error"]
+    assert err["input"] == "ids" and "outside int64" in err["message"]
+    assert "-9223372036854775808" not in err["message"]
+    assert client.get("/healthz").status_code == 200
+
+
+def test_integers_json_reads_as_floats_are_still_refused_as_ids(client):
+    """orjson reads integers beyond [-2**63, 2**64) as float64: refused as non-integers."""
+    for ids in ("[-9223372036854775809]", "[18446744073709551616]"):
+        r = post(client, "/api/v1/ops/embedding", f'{{"inputs": {{"weight": {W}, "ids": {ids}}}}}')
+        assert r.status_code == 422 and r.json()["error"]["input"] == "ids"
+        assert "must hold integers" in r.json()["error"]["message"]
+
+
+def test_cross_entropy_targets_outside_int64_are_422(client):
+    r = post(client, "/api/v1/ops/cross_entropy",
+             '{"inputs": {"logits": [[0.0, 0.0]], "targets": [18446744073709551615]}}')
+    assert r.status_code == 422 and r.json()["error"]["input"] == "targets"
+
+
+@pytest.mark.parametrize("op,inputs,name", [
+    ("getitem", '{"a": [1.0], "index": {"array": 18446744073709551615}}', "index"),
+    ("getitem", '{"a": [1.0], "index": {"start": 9223372036854775808}}', "index"),
+    ("tsum", '{"a": [1.0], "axis": 9223372036854775808}', "axis"),
+    ("reshape", '{"a": [1.0], "shape": [9223372036854775808]}', "shape"),
+    ("repeat_kv", '{"x": [[[[1.0]]]], "repeats": 9223372036854775808}', "repeats"),
+])
+def test_other_int_inputs_outside_int64_are_422(client, op, inputs, name):
+    r = post(client, f"/api/v1/ops/{op}", f'{{"inputs": {inputs}}}')
+    assert r.status_code == 422, r.text
+    assert r.json()["error"]["input"] == name
+
+
+def test_integer_literal_beyond_float64_in_json_is_422(client):
+    r = post(client, "/api/v1/ops/exp", '{"inputs": {"a": [1' + "0" * 400 + "]}}")
+    assert r.status_code == 422 and r.json()["error"]["input"] == "request body"
+
+
+def test_eval_variables_outside_int64_are_422(client):
+    body = ('{"expression": "embedding(w, ids)", "variables": {"w": [[1.0]],'
+            ' "ids": 18446744073709551615}}')
+    r = post(client, "/api/v1/eval", body)
+    assert r.status_code == 422, r.text
+    assert r.json()["error"]["input"] == "variables.ids"
+
+
+@pytest.mark.parametrize("expression", ["x[18446744073709551616]", "x[9223372036854775808:]",
+                                        "x[::9223372036854775808]",
+                                        "x.sum(axis=18446744073709551615)",
+                                        "x.reshape(9223372036854775808)",
+                                        "x[[0, 9223372036854775808]]"])
+def test_eval_integer_literals_outside_int64_are_422(expression):
+    with pytest.raises(ExprError) as err:
+        evaluate(expression, {"x": [1.0]})
+    assert err.value.status == 422 and "outside int64" in err.value.message
+
+
+def test_eval_python_variables_beyond_float64_are_422():
+    with pytest.raises(ExprError) as err:
+        evaluate("x + 1", {"x": [10**400]})
+    assert err.value.status == 422 and err.value.input == "variables.x"
