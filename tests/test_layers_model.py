@@ -157,7 +157,7 @@ def test_forward_rejects_too_long_sequences():
 def test_save_load_gives_identical_logits(tmp_path):
     model = GlassLM(SMALL)
     for p in model.parameters():  # move away from the seeded initialisation
-        p.data += 0.01 * np.arange(p.data.size).reshape(p.shape) % 0.3
+        p.data = p.data + 0.01 * np.arange(p.data.size).reshape(p.shape) % 0.3
     ids = np.array([[1, 2, 3, 250, 4]])
     path = tmp_path / "model.npz"
     model.save_checkpoint(path)

@@ -355,7 +355,20 @@ def needs_eval(url: str) -> None:
         pytest.skip("POST /api/v1/eval (issue 5) is not served yet")
 
 
-def test_backward_step_through_reaches_every_node(page, url):
+def step_through(pg) -> list[str]:
+    """Press Next until it is disabled; the id of the node highlighted at each step."""
+    order = []
+    while not pg.locator("#step-next").is_disabled():
+        pg.click("#step-next")
+        current = pg.locator("#graph g.node.current")
+        assert current.count() == 1
+        order.append(current.get_attribute("data-id"))
+        assert pg.inner_text("#node-detail .ledger")
+        assert len(order) <= pg.locator("#graph g.node").count()
+    return order
+
+
+def test_backward_step_through_reaches_every_node_that_gets_a_gradient(page, url):
     needs_eval(url)
     page.check("#mode-expr")
     remove = page.locator(".var-row .var-head button")
@@ -369,20 +382,15 @@ def test_backward_step_through_reaches_every_node(page, url):
     page.fill("#var-name-1", "mask")
     page.fill("#var-1-value", "[[false, true, true], [false, false, true], [false, false, false]]")
     click_and_wait(page, "#run")
-    nodes = page.locator("#graph g.node")
-    n = nodes.count()
-    assert n >= 4
-    visited = []
-    for k in range(n):
-        page.click("#step-next")
-        label = page.inner_text("#step-label")
-        assert label.startswith(f"Backward step {k + 1} of {n}")
-        current = page.locator("#graph g.node.current")
-        assert current.count() == 1
-        visited.append(current.get_attribute("data-id"))
-        assert page.inner_text("#node-detail .ledger")
-    assert sorted(visited) == sorted(nodes.evaluate_all("gs => gs.map(g => g.dataset.id)"))
-    assert page.locator("#step-next").is_disabled()
+    ids = page.locator("#graph g.node").evaluate_all("gs => gs.map(g => g.dataset.id)")
+    # scores, mask, masked_fill, softmax, sum: all but the mask get a gradient
+    assert len(ids) == 5
+    assert page.locator("#graph g.node.constant").evaluate_all(
+        "gs => gs.map(g => g.dataset.id)") == ["1"]
+    visited = step_through(page)
+    assert visited == ["4", "3", "2", "0"]          # output first, back to the variable
+    assert page.inner_text("#step-label") == "Backward step 4 of 4: node #0 (scores)"
+    assert page.inner_text("#step-skipped").startswith("Skipped (grey): #1 mask — a constant")
     shot(page, "step-through")
     page.check("#grad-check")                      # analytic vs numeric, per variable
     click_and_wait(page, "#run")
@@ -390,6 +398,40 @@ def test_backward_step_through_reaches_every_node(page, url):
     assert len(table(page, "check:scores")) == 9
     page.locator("#graph g.node >> nth=0").click()
     assert page.locator("#node-detail figure").count() >= 1
+
+
+def test_step_through_skips_constants_instead_of_computing_them(page, url):
+    # rope's cos and sin tables are constants: they are never "the node whose gradient is
+    # being computed", and the page says they are skipped and why
+    needs_eval(url)
+    rope, ex = next((i, ex) for i, ex in enumerate(examples(url))
+                    if ex["request"].get("expression") == "rope(x, cos, sin)")
+    click_and_wait(page, f"button.example >> nth={rope}")
+    constants = page.locator("#graph g.node.constant")
+    assert constants.evaluate_all("gs => gs.map(g => g.dataset.id)") == ["1", "2"]
+    assert "constant: no gradient" in constants.first.get_attribute("aria-label")
+    visited = []
+    for k, want in enumerate(["3", "0"]):
+        page.click("#step-next")
+        visited.append(page.get_attribute("#graph g.node.current", "data-id"))
+        label = page.inner_text("#step-label")
+        assert label.startswith(f"Backward step {k + 1} of 2: node #{want}")
+        assert "No gradient flows here" not in page.inner_text("#node-detail")
+        assert page.locator('#node-detail figure[data-name^="node-grad:"]').count() == 1
+    assert visited == ["3", "0"] and page.locator("#step-next").is_disabled()
+    # x's gradient: each pair rotated back, d(sum)/d(x0, x1) = (cos + sin, cos - sin)
+    cos, sin = (flat(ex["request"]["variables"][k]["value"]) for k in ("cos", "sin"))
+    want = [g for c, s in zip(cos, sin, strict=True) for g in (c + s, c - s)]
+    assert_numbers(table(page, "node-grad:0"), want, "x's gradient at its node")
+    assert table(page, "grad:x") == table(page, "node-grad:0")
+    assert page.inner_text("#step-skipped") == (
+        "Skipped (grey): #1 cos, #2 sin — constants (requires grad off): the backward pass"
+        " computes no gradient for them.")
+    shot(page, "step-through-rope")
+    # clicking a constant still shows its value, and says why it has no gradient
+    page.click('#graph g.node[data-id="1"]')
+    assert "No gradient flows here" in page.inner_text("#node-detail")
+    assert page.locator("#graph g.node.current").count() == 1       # the step is unchanged
 
 
 def test_expression_errors_point_at_the_token_and_the_variable(page, url):

@@ -74,7 +74,8 @@ export function drawGraph(svg, nodes, { onSelect }) {
     const { x, y } = pos.get(n.id);
     const label = nodeLabel(n);
     const g = svgEl("g", { class: "node", tabindex: "0", role: "button", transform: `translate(${x} ${y})`,
-      "aria-label": `node ${n.id}: ${label}, shape ${shapeLabel(n.shape)}` });
+      "aria-label": `node ${n.id}: ${label}, shape ${shapeLabel(n.shape)}` +
+        (n.requires_grad === false ? ", constant: no gradient" : "") });
     g.dataset.id = String(n.id);
     g.append(svgEl("rect", { width: W, height: H, rx: "7" }));
     const t1 = svgEl("text", { x: W / 2, y: 20, class: "node-op" });

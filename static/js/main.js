@@ -549,6 +549,12 @@ function showGraph(req) {
   state.graph = drawGraph($("#graph"), state.nodes, { onSelect: selectNode });
   const nf = state.firstNonfinite;
   state.graph.mark(new Set(nf ? [nf.node ?? nf.id] : []), "nonfinite");
+  const constants = state.nodes.filter((n) => !getsGrad(n));
+  state.graph.mark(new Set(constants.map((n) => n.id)), "constant");
+  $("#step-skipped").textContent = !constants.length ? ""
+    : !backwardOrder().length ? "Nothing to step through: no node requires grad, so the backward pass computes no gradient."
+      : `Skipped (grey): ${constants.map((n) => `#${n.id} ${nodeLabel(n)}`).join(", ")} — ` +
+        `${constants.length > 1 ? "constants" : "a constant"} (requires grad off): the backward pass computes no gradient for ${constants.length > 1 ? "them" : "it"}.`;
   updateStepButtons();
 }
 
@@ -602,7 +608,12 @@ function selectNode(id) {
   else box.append(el("p", { class: "hint", text: "No gradient flows here: it does not depend on a variable that requires grad." }));
 }
 
-function backwardOrder() { return [...state.nodes].reverse(); }
+/** Whether the backward pass computes a gradient for node n (false for constants: masks,
+ *  ids, trig tables, and whatever depends on no variable that requires grad). */
+function getsGrad(n) { return n.requires_grad ?? n.grad != null; }
+
+/** The nodes whose gradient the backward pass computes, output first; constants skipped. */
+function backwardOrder() { return [...state.nodes].reverse().filter(getsGrad); }
 
 function showStep(k) {
   const order = backwardOrder();
@@ -622,7 +633,7 @@ function showStep(k) {
 }
 
 function updateStepButtons() {
-  const n = state.nodes.length;
+  const n = backwardOrder().length;
   $("#step-back").disabled = state.step < 0;
   $("#step-next").disabled = state.step >= n - 1;
 }
