@@ -140,6 +140,30 @@ def test_every_reference_example_shows_the_reference_numbers(page, url):
         assert out.startswith("value:"), ex["title"]
 
 
+def test_a_full_gallery_run_leaves_the_console_clean(browser, url):
+    # a console error (a 404 such as /favicon.ico, a failed fetch, an exception) is what a
+    # student opening the developer tools would see first; none is expected
+    context = browser.new_context(viewport={"width": 1280, "height": 800})
+    pg = context.new_page()
+    problems: list[str] = []
+    pg.on("console", lambda m: problems.append(f"console {m.type}: {m.text}")
+          if m.type == "error" else None)
+    pg.on("pageerror", lambda exc: problems.append(f"exception: {exc}"))
+    pg.on("requestfailed", lambda r: problems.append(f"failed: {r.url} {r.failure}"))
+    pg.on("response", lambda r: problems.append(f"HTTP {r.status}: {r.url}")
+          if r.status >= 400 else None)
+    pg.goto(url + "/")
+    pg.wait_for_selector("body[data-ready]")
+    n = pg.locator("button.example").count()
+    assert n == len(examples(url))
+    for i in range(n):
+        click_and_wait(pg, f"button.example >> nth={i}")
+        assert pg.locator("#reference .match").count() >= 1
+    pg.wait_for_load_state("networkidle")           # the icon request, if any, has answered
+    context.close()
+    assert problems == []
+
+
 def run_python(script: str) -> str:
     return subprocess.run([sys.executable, "-c", script], capture_output=True, text=True,
                           cwd=ROOT, timeout=60, check=True,
