@@ -6,18 +6,27 @@
 
 ``train`` writes the weights to ``--out`` (.npz, no pickle) and the config next to it
 (same name, .json). Both commands are deterministic for a given seed.
+
+Every option is checked before any work starts (the argparse ``type=`` functions below):
+a bad value exits with status 2 and ``argument --steps: must be a positive integer, got
+'0'``, never a traceback. Counts and sizes are positive integers, seeds non-negative
+integers, floats finite (``nan``/``inf`` are refused). If training still diverges (a
+nan/inf loss, gradient or weight), it stops with status 1 and saves no checkpoint.
 """
 
 from __future__ import annotations
 
 import argparse
+import math
 import sys
 from dataclasses import fields
 from pathlib import Path
 
+import numpy as np
+
 from glassllm.layers import GlassConfig, GlassLM
 from glassllm.tokenizer import ByteTokenizer
-from glassllm.train import default_corpus, train
+from glassllm.train import TrainingDiverged, default_corpus, train
 
 __all__ = ["main"]
 
@@ -27,29 +36,115 @@ TQDM_MISSING = (
 )
 
 
+class _UsageError(Exception):
+    """Bad input found after parsing (a file, or options that clash): exit 2 like argparse."""
+
+
+def _int_type(minimum: int, rule: str):
+    """An argparse ``type=``: an integer ≥ ``minimum``, else 'must be <rule>, got ...'."""
+
+    def parse(text: str) -> int:
+        try:
+            value = int(text)
+        except ValueError:
+            value = None
+        if value is None or value < minimum:
+            raise argparse.ArgumentTypeError(f"must be {rule}, got {text!r}")
+        return value
+
+    return parse
+
+
+def _float_type(minimum: float, rule: str, *, inclusive: bool):
+    """An argparse ``type=``: a finite float ≥ (or >) ``minimum``; nan and ±inf refused."""
+
+    def parse(text: str) -> float:
+        try:
+            value = float(text)
+        except ValueError:
+            value = math.nan
+        ok = math.isfinite(value) and (value >= minimum if inclusive else value > minimum)
+        if not ok:
+            raise argparse.ArgumentTypeError(f"must be {rule}, got {text!r}")
+        return value
+
+    return parse
+
+
+_positive_int = _int_type(1, "a positive integer")
+_seed = _int_type(0, "a non-negative integer")
+_positive_float = _float_type(0.0, "a finite number > 0", inclusive=False)
+_non_negative_float = _float_type(0.0, "a finite number ≥ 0", inclusive=True)
+
+
+def _byte_vocab(text: str) -> int:
+    """``--vocab``: the tokenizer is byte-level, so the only vocabulary that works is 256."""
+    if text.strip() != str(ByteTokenizer.vocab_size):
+        raise argparse.ArgumentTypeError(
+            f"must be {ByteTokenizer.vocab_size} (the byte-level tokenizer), got {text!r}"
+        )
+    return ByteTokenizer.vocab_size
+
+
+# Every GlassConfig field: its --option's type= (the rule) and help.
+_CONFIG_OPTIONS = {
+    "vocab": (_byte_vocab, "V; must be 256 (bytes)"),
+    "d_model": (_positive_int, "d, ≥ 1, divisible by --n-heads"),
+    "n_layers": (_positive_int, "≥ 1"),
+    "n_heads": (_positive_int, "H, ≥ 1, d/H even (RoPE)"),
+    "n_kv_heads": (_positive_int, "Hkv, ≥ 1, divides H"),
+    "ffn_hidden": (_positive_int, "F (SwiGLU width), ≥ 1"),
+    "rope_theta": (_positive_float, "finite, > 0"),
+    "norm_eps": (_positive_float, "finite, > 0"),
+    "max_seq_len": (_positive_int, "n (training window, context), ≥ 1"),
+    "seed": (_seed, "≥ 0"),
+}
+
+
 def _build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="glassllm", description="Train and sample a tiny LM.")
     sub = parser.add_subparsers(dest="command", required=True)
 
     t = sub.add_parser("train", help="train a tiny byte-level LM on a text file")
-    t.add_argument("text", nargs="?", help="UTF-8 text file (default: the shipped corpus)")
-    t.add_argument("--out", default="glassllm.npz", help="checkpoint path (.npz); config → .json")
-    t.add_argument("--steps", type=int, default=300)
-    t.add_argument("--batch-size", type=int, default=8)
-    t.add_argument("--lr", type=float, default=3e-3)
-    t.add_argument("--weight-decay", type=float, default=0.01)
-    t.add_argument("--max-grad-norm", type=float, default=1.0)
-    t.add_argument("--seed", type=int, default=0, help="seeds the weights and the batches")
+    t.set_defaults(subparser=t)
+    t.add_argument(
+        "text", nargs="?", metavar="TEXT_FILE", help="UTF-8 text file (default: the shipped corpus)"
+    )
+    t.add_argument(
+        "--out", default="glassllm.npz", help="checkpoint path (.npz); its config goes to .json"
+    )
+    t.add_argument("--steps", type=_positive_int, default=300, help="≥ 1 (default %(default)s)")
+    t.add_argument("--batch-size", type=_positive_int, default=8, help="≥ 1 (default %(default)s)")
+    t.add_argument(
+        "--lr", type=_positive_float, default=3e-3, help="finite, > 0 (default %(default)s)"
+    )
+    t.add_argument(
+        "--weight-decay",
+        type=_non_negative_float,
+        default=0.01,
+        help="finite, ≥ 0 (default %(default)s)",
+    )
+    t.add_argument(
+        "--max-grad-norm",
+        type=_positive_float,
+        default=1.0,
+        help="clip the global gradient norm to this; finite, > 0 (default %(default)s)",
+    )
+    t.add_argument("--seed", type=_seed, default=0, help="seeds the weights and the batches; ≥ 0")
     defaults = GlassConfig()
     for f in fields(GlassConfig):
         if f.name != "seed":
+            default = getattr(defaults, f.name)
+            kind, rule = _CONFIG_OPTIONS.get(f.name, (type(default), "model config"))
             t.add_argument(
                 f"--{f.name.replace('_', '-')}",
-                type=type(getattr(defaults, f.name)),
-                default=getattr(defaults, f.name),
+                type=kind,
+                default=default,
+                help=f"{rule} (default %(default)s)",
             )
 
     g = sub.add_parser("generate", help="sample text from a checkpoint")
+    g.set_defaults(subparser=g)
     g.add_argument("--checkpoint", required=True, help=".npz written by `glassllm train`")
     g.add_argument("--prompt", default="The ")
     g.add_argument("--max-new-tokens", type=int, default=200)
@@ -82,35 +177,80 @@ def _progress(steps: int):
     return update, bar.close
 
 
+def _read_text(name: str | None) -> str:
+    """The TEXT_FILE argument's contents (or the shipped corpus); _UsageError if unreadable."""
+    if name is None:
+        return default_corpus()
+    path = Path(name)
+    if not path.exists():
+        raise _UsageError(f"argument TEXT_FILE: text file {name} not found")
+    if not path.is_file():
+        raise _UsageError(f"argument TEXT_FILE: {name} is not a file")
+    try:
+        return path.read_text(encoding="utf-8")
+    except UnicodeDecodeError as exc:
+        raise _UsageError(f"argument TEXT_FILE: {name} is not UTF-8 text ({exc.reason})") from None
+
+
+def _check_out(name: str) -> Path:
+    """``--out`` must be writable-looking before hours of training, not after."""
+    out = Path(name)
+    if out.with_suffix(".json") == out:
+        raise _UsageError(
+            f"argument --out: {name} would be overwritten by its own config (.json); use .npz"
+        )
+    if out.is_dir():
+        raise _UsageError(f"argument --out: {name} is a directory")
+    if not out.parent.is_dir():
+        raise _UsageError(f"argument --out: directory {out.parent} does not exist")
+    return out
+
+
 def _train(args: argparse.Namespace) -> int:
-    text = Path(args.text).read_text(encoding="utf-8") if args.text else default_corpus()
-    config = GlassConfig(
-        seed=args.seed,
-        **{f.name: getattr(args, f.name) for f in fields(GlassConfig) if f.name != "seed"},
-    )
+    out = _check_out(args.out)
+    text = _read_text(args.text)
+    try:
+        config = GlassConfig(
+            seed=args.seed,
+            **{f.name: getattr(args, f.name) for f in fields(GlassConfig) if f.name != "seed"},
+        )
+    except ValueError as exc:
+        raise _UsageError(
+            f"arguments --d-model {args.d_model}, --n-heads {args.n_heads}, "
+            f"--n-kv-heads {args.n_kv_heads} do not fit: {exc}"
+        ) from None
     data = ByteTokenizer().encode(text)  # (T,)
     if len(data) < config.max_seq_len + 1:
-        raise ValueError(
-            f"the text has {len(data)} bytes; training windows need at least "
-            f"max_seq_len + 1 = {config.max_seq_len + 1}"
+        raise _UsageError(
+            f"argument TEXT_FILE: the text has {len(data)} bytes; training windows need at "
+            f"least --max-seq-len + 1 = {config.max_seq_len + 1}"
         )
     model = GlassLM(config)
     on_step, close = _progress(args.steps)
     try:
-        result = train(
-            model,
-            data,
-            steps=args.steps,
-            batch_size=args.batch_size,
-            lr=args.lr,
-            weight_decay=args.weight_decay,
-            max_grad_norm=args.max_grad_norm,
-            seed=args.seed,
-            on_step=on_step,
+        try:
+            # Overflow/invalid warnings would only repeat what TrainingDiverged says clearly.
+            with np.errstate(over="ignore", invalid="ignore", divide="ignore"):
+                result = train(
+                    model,
+                    data,
+                    steps=args.steps,
+                    batch_size=args.batch_size,
+                    lr=args.lr,
+                    weight_decay=args.weight_decay,
+                    max_grad_norm=args.max_grad_norm,
+                    seed=args.seed,
+                    on_step=on_step,
+                )
+        finally:
+            close()
+    except TrainingDiverged as exc:
+        print(
+            f"error: training diverged: {exc}; stopped, no checkpoint saved "
+            f"(try a smaller --lr or --max-grad-norm)",
+            file=sys.stderr,
         )
-    finally:
-        close()
-    out = Path(args.out)
+        return 1
     model.save_checkpoint(out)
     print(
         f"trained {args.steps} steps on {len(data):,} bytes in {result.seconds:.1f}s: "
@@ -141,12 +281,22 @@ def _generate(args: argparse.Namespace) -> int:
 
 
 def main(argv: list[str] | None = None) -> int:
+    """Run the CLI. Bad input exits 2 (argparse's SystemExit); failures while running, 1."""
     args = _build_parser().parse_args(argv)
     try:
         return _train(args) if args.command == "train" else _generate(args)
+    except _UsageError as exc:
+        args.subparser.error(str(exc))  # usage + "glassllm train: error: ...", exit 2
     except (OSError, ValueError, KeyError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 1
+    except MemoryError:
+        print("error: out of memory; try a smaller model or batch", file=sys.stderr)
+        return 1
+    except KeyboardInterrupt:
+        saved = "; no checkpoint saved" if args.command == "train" else ""
+        print(f"error: interrupted{saved}", file=sys.stderr)
+        return 130
 
 
 if __name__ == "__main__":

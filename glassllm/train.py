@@ -13,10 +13,11 @@ from importlib import resources
 
 import numpy as np
 
+from glassllm import no_grad
 from glassllm.layers import GlassLM
 from glassllm.optim import AdamW, clip_grad_norm
 
-__all__ = ["TrainResult", "default_corpus", "get_batch", "train"]
+__all__ = ["TrainResult", "TrainingDiverged", "default_corpus", "get_batch", "train"]
 
 
 def default_corpus() -> str:
@@ -38,6 +39,18 @@ def get_batch(
     ids = data[starts[:, None] + offsets]  # (B, n)
     targets = data[starts[:, None] + offsets + 1]  # (B, n)
     return ids, targets
+
+
+class TrainingDiverged(FloatingPointError):
+    """Raised by ``train`` when the loss, the gradient norm or a weight stops being finite.
+
+    ``step`` is the 1-based step at which it was seen; the model's weights may already be
+    damaged, so callers must not save them.
+    """
+
+    def __init__(self, message: str, step: int):
+        super().__init__(message)
+        self.step = step
 
 
 @dataclass
@@ -64,6 +77,11 @@ def train(
     Each step: draw B windows of n tokens, loss = mean next-token cross-entropy,
     backward, clip the global gradient norm, AdamW step. ``on_step(step, loss,
     tokens_per_second)`` is called after every step (the CLI's progress bar).
+
+    Raises ``TrainingDiverged`` as soon as the loss or the gradient norm is not finite
+    (before that step's update), or if after the last step a weight, or the loss of the
+    last batch recomputed with the final weights, is not finite: a nan/inf run stops
+    instead of carrying on to (and the CLI saving) a useless model.
     """
     seq_len = seq_len or model.config.max_seq_len
     rng = np.random.default_rng(seed)
@@ -75,12 +93,24 @@ def train(
         ids, targets = get_batch(data, batch_size, seq_len, rng)  # (B, n) each
         optimizer.zero_grad()
         loss = model.loss(ids, targets)  # scalar
+        if not np.isfinite(loss.item()):
+            raise TrainingDiverged(f"the loss is {loss.item()} at step {step} of {steps}", step)
         loss.backward()
-        clip_grad_norm(params, max_grad_norm)
+        norm = clip_grad_norm(params, max_grad_norm)
+        if not np.isfinite(norm):
+            raise TrainingDiverged(f"the gradient norm is {norm} at step {step} of {steps}", step)
         optimizer.step()
         result.losses.append(loss.item())
         result.tokens += ids.size
         result.seconds = time.perf_counter() - start
         if on_step is not None:
             on_step(step, result.losses[-1], result.tokens / max(result.seconds, 1e-9))
+    for name, p in model.named_parameters():
+        if not np.all(np.isfinite(p.data)):
+            raise TrainingDiverged(f"weight {name} is not finite after step {steps}", steps)
+    if steps >= 1:
+        with no_grad():  # finite but huge weights (a finite, absurd lr) can overflow here
+            final = model.loss(ids, targets).item()
+        if not np.isfinite(final):
+            raise TrainingDiverged(f"the loss after step {steps} is {final}", steps)
     return result

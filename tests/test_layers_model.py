@@ -394,9 +394,12 @@ def test_cli_reports_errors_without_traceback(tmp_path, capsys):
     assert capsys.readouterr().err.startswith("error:")
     short = tmp_path / "short.txt"
     short.write_text("too short", encoding="utf-8")
-    assert main(["train", str(short), "--steps", "1", "--out", str(tmp_path / "x.npz")]) == 1
-    assert capsys.readouterr().err == (
-        "error: the text has 9 bytes; training windows need at least max_seq_len + 1 = 65\n"
+    with pytest.raises(SystemExit) as exit_info:  # bad input: argparse's exit 2
+        main(["train", str(short), "--steps", "1", "--out", str(tmp_path / "x.npz")])
+    assert exit_info.value.code == 2
+    assert capsys.readouterr().err.endswith(
+        "glassllm train: error: argument TEXT_FILE: the text has 9 bytes; training windows "
+        "need at least --max-seq-len + 1 = 65\n"
     )
     with pytest.raises(SystemExit):
         main(["train", "--steps", "not-a-number"])

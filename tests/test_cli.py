@@ -1,0 +1,125 @@
+"""The CLI's input checks (QA pass on issue 3): bad options exit 2 with an argparse-style
+message naming the option and its rule, never a traceback; a diverging run saves nothing."""
+
+import numpy as np
+import pytest
+
+import glassllm.cli as cli
+from glassllm.cli import main
+from glassllm.layers import GlassConfig, GlassLM
+from glassllm.train import TrainingDiverged, train
+
+TINY = ["--d-model", "16", "--n-layers", "1", "--n-heads", "2", "--n-kv-heads", "1"]
+TINY += ["--ffn-hidden", "16", "--max-seq-len", "16", "--batch-size", "2"]
+
+
+@pytest.fixture
+def corpus(tmp_path):
+    path = tmp_path / "text.txt"
+    path.write_text("hello glassy world. " * 20, encoding="utf-8")
+    return path
+
+
+def usage_error(capsys, argv) -> str:
+    """Run the CLI expecting argparse's exit 2; return the last stderr line."""
+    with pytest.raises(SystemExit) as exit_info:
+        main(argv)
+    assert exit_info.value.code == 2
+    err = capsys.readouterr().err
+    assert "Traceback" not in err
+    return err.strip().splitlines()[-1]
+
+
+# --- train ------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("option", "value", "rule"),
+    [
+        ("--steps", "0", "must be a positive integer"),
+        ("--steps", "-3", "must be a positive integer"),
+        ("--steps", "1.5", "must be a positive integer"),
+        ("--batch-size", "0", "must be a positive integer"),
+        ("--lr", "nan", "must be a finite number > 0"),
+        ("--lr", "inf", "must be a finite number > 0"),
+        ("--lr", "-0.001", "must be a finite number > 0"),
+        ("--lr", "0", "must be a finite number > 0"),
+        ("--weight-decay", "-0.1", "must be a finite number ≥ 0"),
+        ("--weight-decay", "nan", "must be a finite number ≥ 0"),
+        ("--max-grad-norm", "0", "must be a finite number > 0"),
+        ("--max-grad-norm", "inf", "must be a finite number > 0"),
+        ("--seed", "-1", "must be a non-negative integer"),
+        ("--vocab", "100", "must be 256 (the byte-level tokenizer)"),
+        ("--d-model", "0", "must be a positive integer"),
+        ("--n-layers", "0", "must be a positive integer"),
+        ("--n-heads", "-2", "must be a positive integer"),
+        ("--n-kv-heads", "0", "must be a positive integer"),
+        ("--ffn-hidden", "0", "must be a positive integer"),
+        ("--max-seq-len", "0", "must be a positive integer"),
+        ("--rope-theta", "inf", "must be a finite number > 0"),
+        ("--norm-eps", "nan", "must be a finite number > 0"),
+    ],
+)
+def test_train_refuses_bad_numbers_naming_option_and_rule(
+    capsys, tmp_path, corpus, option, value, rule
+):
+    out = tmp_path / "m.npz"
+    argv = ["train", str(corpus), "--out", str(out), *TINY, option, value]
+    line = usage_error(capsys, argv)
+    assert line == f"glassllm train: error: argument {option}: {rule}, got {value!r}"
+    assert not out.exists()
+
+
+def test_every_config_field_has_a_rule():
+    # A field added to GlassConfig must get a checked --option, not a bare type().
+    assert {f for f in GlassConfig.__dataclass_fields__} == set(cli._CONFIG_OPTIONS)
+
+
+def test_train_help_states_the_rules(capsys):
+    with pytest.raises(SystemExit):
+        main(["train", "--help"])
+    text = " ".join(capsys.readouterr().out.split())
+    assert "--steps STEPS ≥ 1 (default 300)" in text
+    assert "--lr LR finite, > 0 (default 0.003)" in text
+
+
+def test_train_refuses_clashing_heads_and_bad_files(capsys, tmp_path, corpus):
+    out = str(tmp_path / "m.npz")
+    line = usage_error(capsys, ["train", str(corpus), "--out", out, *TINY, "--n-heads", "3"])
+    assert line == (
+        "glassllm train: error: arguments --d-model 16, --n-heads 3, --n-kv-heads 1 do not "
+        "fit: d_model 16 is not divisible by n_heads 3"
+    )
+    missing = tmp_path / "nope.txt"
+    line = usage_error(capsys, ["train", str(missing), "--out", out])
+    assert line == f"glassllm train: error: argument TEXT_FILE: text file {missing} not found"
+    binary = tmp_path / "bin.txt"
+    binary.write_bytes(b"\xff\xfe" * 100)
+    line = usage_error(capsys, ["train", str(binary), "--out", out])
+    assert line.startswith(f"glassllm train: error: argument TEXT_FILE: {binary} is not UTF-8")
+    nodir = tmp_path / "no" / "m.npz"
+    line = usage_error(capsys, ["train", str(corpus), "--out", str(nodir)])
+    assert line == f"glassllm train: error: argument --out: directory {nodir.parent} does not exist"
+    line = usage_error(capsys, ["train", str(corpus), "--out", str(tmp_path / "m.json")])
+    assert "argument --out: " in line and "overwritten by its own config" in line
+
+
+def test_train_stops_on_a_nonfinite_loss_and_saves_nothing(capsys, tmp_path, corpus):
+    # lr 1e300 is finite (accepted) but blows the weights up: the run must stop, exit 1,
+    # say why, and leave no checkpoint behind (it used to save a nan model).
+    out = tmp_path / "m.npz"
+    argv = ["train", str(corpus), "--steps", "5", "--lr", "1e300", "--out", str(out), *TINY]
+    assert main(argv) == 1
+    err = capsys.readouterr().err
+    assert "error: training diverged: the gradient norm is nan at step 2 of 5" in err
+    assert "no checkpoint saved" in err and "Traceback" not in err
+    assert not out.exists() and not out.with_suffix(".json").exists()
+
+
+def test_train_function_raises_training_diverged_on_nan_lr():
+    config = GlassConfig(
+        d_model=8, n_layers=1, n_heads=2, n_kv_heads=1, ffn_hidden=8, max_seq_len=8
+    )
+    data = np.arange(64) % 256
+    with np.errstate(all="ignore"), pytest.raises(TrainingDiverged, match="at step 2 of 3"):
+        train(GlassLM(config), data, steps=3, batch_size=2, lr=float("nan"))
