@@ -5,7 +5,9 @@
                       [--top-k 20] [--seed 0] [--max-new-tokens 200]
 
 ``train`` writes the weights to ``--out`` (.npz, no pickle) and the config next to it
-(same name, .json). Both commands are deterministic for a given seed.
+(same name, .json). Both commands are deterministic for a given seed. In ``generate``,
+``--temperature 0`` is greedy (argmax) and omitting ``--top-k`` means no top-k; top-k
+must be ≥ 1 and a positive temperature at least 0.001.
 
 Every option is checked before any work starts (the argparse ``type=`` functions below):
 a bad value exits with status 2 and ``argument --steps: must be a positive integer, got
@@ -69,6 +71,29 @@ def _float_type(minimum: float, rule: str, *, inclusive: bool):
         return value
 
     return parse
+
+
+MAX_NEW_TOKENS = 10_000  # no KV cache: each token reruns the forward pass
+MIN_TEMPERATURE = 1e-3  # below this (but > 0) logits/T can overflow; 0 is exact greedy
+
+
+def _max_new_tokens(text: str) -> int:
+    """``--max-new-tokens``: an integer from 0 (echo the prompt) to ``MAX_NEW_TOKENS``."""
+    value = _int_type(0, f"an integer from 0 to {MAX_NEW_TOKENS}")(text)
+    if value > MAX_NEW_TOKENS:
+        raise argparse.ArgumentTypeError(
+            f"must be an integer from 0 to {MAX_NEW_TOKENS}, got {text!r}"
+        )
+    return value
+
+
+def _temperature(text: str) -> float:
+    """``--temperature``: 0 (greedy) or a finite number ≥ ``MIN_TEMPERATURE``."""
+    rule = f"0 (greedy) or a finite number ≥ {MIN_TEMPERATURE:g}"
+    value = _float_type(0.0, rule, inclusive=True)(text)
+    if 0 < value < MIN_TEMPERATURE:
+        raise argparse.ArgumentTypeError(f"must be {rule}, got {text!r}")
+    return value
 
 
 _positive_int = _int_type(1, "a positive integer")
@@ -146,11 +171,28 @@ def _build_parser() -> argparse.ArgumentParser:
     g = sub.add_parser("generate", help="sample text from a checkpoint")
     g.set_defaults(subparser=g)
     g.add_argument("--checkpoint", required=True, help=".npz written by `glassllm train`")
-    g.add_argument("--prompt", default="The ")
-    g.add_argument("--max-new-tokens", type=int, default=200)
-    g.add_argument("--temperature", type=float, default=0.8, help="0 means greedy")
-    g.add_argument("--top-k", type=int, default=None, help="sample among the k likeliest bytes")
-    g.add_argument("--seed", type=int, default=0)
+    g.add_argument("--prompt", default="The ", help="non-empty text (default %(default)r)")
+    g.add_argument(
+        "--max-new-tokens",
+        type=_max_new_tokens,
+        default=200,
+        help=f"bytes to sample, 0 to {MAX_NEW_TOKENS} (default %(default)s)",
+    )
+    g.add_argument(
+        "--temperature",
+        type=_temperature,
+        default=0.8,
+        help=f"0 means greedy (argmax); otherwise finite, ≥ {MIN_TEMPERATURE:g} "
+        "(default %(default)s)",
+    )
+    g.add_argument(
+        "--top-k",
+        type=_positive_int,
+        default=None,
+        help="sample only among the k likeliest bytes, k ≥ 1 (k ≥ 256 keeps them all); "
+        "omit it for no top-k (the default)",
+    )
+    g.add_argument("--seed", type=_seed, default=0, help="≥ 0 (default %(default)s)")
     return parser
 
 
@@ -261,14 +303,14 @@ def _train(args: argparse.Namespace) -> int:
 
 
 def _generate(args: argparse.Namespace) -> int:
-    import numpy as np
-
-    model = GlassLM.from_checkpoint(args.checkpoint)
     tok = ByteTokenizer()
-    prompt = tok.encode(args.prompt)
+    try:
+        prompt = tok.encode(args.prompt)  # (n,)
+    except UnicodeEncodeError:  # an undecodable command-line byte (surrogate escape)
+        raise _UsageError("argument --prompt: must be valid UTF-8 text") from None
     if prompt.size == 0:
-        print("error: --prompt must not be empty", file=sys.stderr)
-        return 2
+        raise _UsageError("argument --prompt: must not be empty")
+    model = GlassLM.from_checkpoint(args.checkpoint)
     ids = model.generate(
         prompt,
         args.max_new_tokens,

@@ -123,3 +123,56 @@ def test_train_function_raises_training_diverged_on_nan_lr():
     data = np.arange(64) % 256
     with np.errstate(all="ignore"), pytest.raises(TrainingDiverged, match="at step 2 of 3"):
         train(GlassLM(config), data, steps=3, batch_size=2, lr=float("nan"))
+
+
+# --- generate ---------------------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def checkpoint(tmp_path_factory):
+    path = tmp_path_factory.mktemp("ckpt") / "m.npz"
+    config = GlassConfig(
+        d_model=16, n_layers=1, n_heads=2, n_kv_heads=1, ffn_hidden=16, max_seq_len=16
+    )
+    GlassLM(config).save_checkpoint(path)
+    return path
+
+
+@pytest.mark.parametrize(
+    ("option", "value", "rule"),
+    [
+        ("--top-k", "0", "must be a positive integer"),
+        ("--top-k", "-3", "must be a positive integer"),
+        ("--temperature", "-1", "must be 0 (greedy) or a finite number ≥ 0.001"),
+        ("--temperature", "nan", "must be 0 (greedy) or a finite number ≥ 0.001"),
+        ("--temperature", "inf", "must be 0 (greedy) or a finite number ≥ 0.001"),
+        ("--temperature", "1e-310", "must be 0 (greedy) or a finite number ≥ 0.001"),
+        ("--max-new-tokens", "-1", "must be an integer from 0 to 10000"),
+        ("--max-new-tokens", "10001", "must be an integer from 0 to 10000"),
+        ("--seed", "-2", "must be a non-negative integer"),
+    ],
+)
+def test_generate_refuses_bad_numbers_naming_option_and_rule(
+    capsys, checkpoint, option, value, rule
+):
+    line = usage_error(capsys, ["generate", "--checkpoint", str(checkpoint), option, value])
+    assert line == f"glassllm generate: error: argument {option}: {rule}, got {value!r}"
+
+
+def test_generate_refuses_an_empty_prompt(capsys, checkpoint):
+    line = usage_error(capsys, ["generate", "--checkpoint", str(checkpoint), "--prompt="])
+    assert line == "glassllm generate: error: argument --prompt: must not be empty"
+
+
+def test_generate_documented_edges_work(capsys, checkpoint):
+    base = ["generate", "--checkpoint", str(checkpoint), "--prompt", "ab"]
+    assert main([*base, "--max-new-tokens", "0"]) == 0
+    assert capsys.readouterr().out == "ab\n"  # 0 new tokens echoes the prompt
+    assert main([*base, "--max-new-tokens", "8", "--temperature", "0"]) == 0
+    greedy = capsys.readouterr().out
+    assert main([*base, "--max-new-tokens", "8", "--top-k", "1", "--seed", "5"]) == 0
+    assert capsys.readouterr().out == greedy  # top-k 1 is greedy too
+    with pytest.raises(SystemExit):
+        main(["generate", "--help"])
+    text = " ".join(capsys.readouterr().out.split())
+    assert "0 means greedy (argmax)" in text and "omit it for no top-k (the default)" in text
