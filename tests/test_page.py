@@ -124,6 +124,10 @@ def test_every_reference_example_shows_the_reference_numbers(page, url):
     listed = examples(url)
     buttons = page.locator("button.example")
     assert buttons.count() == len(listed) >= 9
+    titles = [ex["title"] for ex in listed]         # each names what it shows, once
+    assert len(set(titles)) == len(titles), titles
+    assert page.eval_on_selector_all("button.example .ex-title",
+                                     "ts => ts.map(t => t.firstChild.textContent)") == titles
     for i, ex in enumerate(listed):
         click_and_wait(page, f"button.example >> nth={i}")
         assert page.locator("#reference").is_visible()
