@@ -1,5 +1,5 @@
 # The gradient sandbox (SPEC Part H) as an image. Nothing is fetched at run time:
-# Swagger UI assets come from the swagger-ui-bundle wheel, the page from the glassllm wheel.
+# Swagger UI assets come from the fastapi-offline wheel, the page from the glassllm wheel.
 #   docker build -t glassllm . && docker run -p 8000:8000 glassllm
 FROM python:3.12-slim
 

@@ -1,16 +1,25 @@
-"""The page at ``/`` (H8, Part P) and Swagger UI at ``/docs`` from local assets (H7)."""
+"""The page at ``/`` (H8, Part P) and Swagger UI at ``/docs`` from local assets (H7).
+
+FastAPI writes OpenAPI 3.1, which Swagger UI reads from version 5 on (4.x answers "Unable
+to render this definition"). The assets come from the `fastapi-offline` wheel, which ships
+Swagger UI 5 for exactly this purpose (no CDN) and depends on nothing but FastAPI; we serve
+its files and write the page ourselves. Swagger UI is SmartBear's, Apache-2.0 (that
+package's README says so); fastapi-offline itself is MIT.
+"""
 
 from __future__ import annotations
 
+import importlib.resources
 from pathlib import Path
 
 from fastapi import APIRouter, FastAPI
 from fastapi.openapi.docs import get_swagger_ui_html
 from fastapi.staticfiles import StaticFiles
 from starlette.responses import FileResponse, HTMLResponse
-from swagger_ui_bundle import swagger_ui_path
 
 HERE = Path(__file__).resolve().parent.parent
+# swagger-ui-bundle.js, swagger-ui.css (Swagger UI 5.x), favicon.png
+SWAGGER_UI = Path(str(importlib.resources.files("fastapi_offline") / "static"))
 
 
 def static_dir(configured: Path | None) -> Path:
@@ -34,8 +43,8 @@ def install(app: FastAPI, configured: Path | None) -> None:
         return get_swagger_ui_html(openapi_url="/openapi.json", title="glassllm sandbox — API",
                                    swagger_js_url="/docs-assets/swagger-ui-bundle.js",
                                    swagger_css_url="/docs-assets/swagger-ui.css",
-                                   swagger_favicon_url="/docs-assets/favicon-32x32.png")
+                                   swagger_favicon_url="/docs-assets/favicon.png")
 
     app.include_router(router)
     app.mount("/static", StaticFiles(directory=page), name="static")
-    app.mount("/docs-assets", StaticFiles(directory=swagger_ui_path), name="docs-assets")
+    app.mount("/docs-assets", StaticFiles(directory=SWAGGER_UI), name="docs-assets")
