@@ -6,7 +6,10 @@ L5 cross-entropy, L6 RoPE and K/V repetition.
 
 Every op reads top to bottom: coerce the inputs (numbers, lists and arrays become
 constant Tensors, L0.3), compute `out`, define `backward(g)` underneath, return the
-new Tensor with its parents and op name. In the `Backward:` blocks `g` is the
+new Tensor with its parents and op name. What a backward needs is saved in local
+variables when the op runs (`a_data = a.data  # saved for backward`), so rebinding a
+tensor's `.data` later cannot change the gradients of a graph already built (and the
+arrays themselves are read-only). In the `Backward:` blocks `g` is the
 incoming gradient (shaped like the output) and `out` is the result; a gradient
 computed for a broadcast input is summed back to that input's shape with
 `unbroadcast` (L0.5).
@@ -133,9 +136,10 @@ def add(a: Any, b: Any) -> Tensor:
     """
     a, b = _t(a), _t(b)
     out = a.data + b.data
+    a_data, b_data = a.data, b.data  # saved for backward
 
     def backward(g: np.ndarray):
-        return unbroadcast(g, a.data.shape), unbroadcast(g, b.data.shape)
+        return unbroadcast(g, a_data.shape), unbroadcast(g, b_data.shape)
 
     return Tensor._make(out, (a, b), "add", backward)
 
@@ -157,10 +161,11 @@ def sub(a: Any, b: Any) -> Tensor:
     """
     a, b = _t(a), _t(b)
     out = a.data - b.data
+    a_data, b_data = a.data, b.data  # saved for backward
 
     def backward(g: np.ndarray):
-        gb = unbroadcast(-g, b.data.shape) if b.requires_grad else None
-        return unbroadcast(g, a.data.shape), gb
+        gb = unbroadcast(-g, b_data.shape) if b.requires_grad else None
+        return unbroadcast(g, a_data.shape), gb
 
     return Tensor._make(out, (a, b), "sub", backward)
 
@@ -182,10 +187,11 @@ def mul(a: Any, b: Any) -> Tensor:
     """
     a, b = _t(a), _t(b)
     out = a.data * b.data
+    a_data, b_data = a.data, b.data  # saved for backward
 
     def backward(g: np.ndarray):
-        ga = unbroadcast(g * b.data, a.data.shape) if a.requires_grad else None
-        gb = unbroadcast(g * a.data, b.data.shape) if b.requires_grad else None
+        ga = unbroadcast(g * b_data, a_data.shape) if a.requires_grad else None
+        gb = unbroadcast(g * a_data, b_data.shape) if b.requires_grad else None
         return ga, gb
 
     return Tensor._make(out, (a, b), "mul", backward)
@@ -210,10 +216,11 @@ def div(a: Any, b: Any) -> Tensor:
     """
     a, b = _t(a), _t(b)
     out = a.data / b.data
+    a_data, b_data = a.data, b.data  # saved for backward
 
     def backward(g: np.ndarray):
-        ga = unbroadcast(g / b.data, a.data.shape) if a.requires_grad else None
-        gb = unbroadcast(-g * a.data / (b.data * b.data), b.data.shape) if b.requires_grad else None
+        ga = unbroadcast(g / b_data, a_data.shape) if a.requires_grad else None
+        gb = unbroadcast(-g * a_data / (b_data * b_data), b_data.shape) if b.requires_grad else None
         return ga, gb
 
     return Tensor._make(out, (a, b), "div", backward)
@@ -261,14 +268,15 @@ def pow(a: Any, exponent: Any) -> Tensor:
     a = _t(a)
     p = _constant(exponent, "pow", "exponent")
     out = a.data**p
+    a_data = a.data  # saved for backward
 
     def backward(g: np.ndarray):
         if np.all(p != 0):
-            local = p * a.data ** (p - 1)
+            local = p * a_data ** (p - 1)
         else:  # the zero-exponent positions are replaced, so hide their 0 ** -1
             with np.errstate(divide="ignore", invalid="ignore"):
-                local = np.where(p == 0, 0.0, p * a.data ** (p - 1))
-        return (unbroadcast(g * local, a.data.shape),)
+                local = np.where(p == 0, 0.0, p * a_data ** (p - 1))
+        return (unbroadcast(g * local, a_data.shape),)
 
     return Tensor._make(out, (a,), "pow", backward)
 
@@ -283,11 +291,12 @@ def _rpow(base: Any, exponent: Any) -> Tensor:
     b = _constant(base, "pow", "base")
     e = _t(exponent)
     out = b**e.data
+    e_data = e.data  # saved for backward
 
     def backward(g: np.ndarray):
         with np.errstate(divide="ignore"):  # log(0) is replaced by the where
             local = np.where(b == 0, 0.0, out * np.log(np.where(b == 0, 1.0, b)))
-        return (unbroadcast(g * local, e.data.shape),)
+        return (unbroadcast(g * local, e_data.shape),)
 
     return Tensor._make(out, (e,), "pow", backward)
 
@@ -331,9 +340,10 @@ def log(a: Any) -> Tensor:
     """
     a = _t(a)
     out = np.log(a.data)
+    a_data = a.data  # saved for backward
 
     def backward(g: np.ndarray):
-        return (g / a.data,)
+        return (g / a_data,)
 
     return Tensor._make(out, (a,), "log", backward)
 
@@ -362,13 +372,14 @@ def matmul(a: Any, b: Any) -> Tensor:
     """
     a, b = _t(a), _t(b)
     out = np.matmul(a.data, b.data)
+    a_data, b_data = a.data, b.data  # saved for backward
 
     def backward(g: np.ndarray):
-        a2 = a.data if a.data.ndim > 1 else a.data[np.newaxis, :]  # (1, k)
-        b2 = b.data if b.data.ndim > 1 else b.data[:, np.newaxis]  # (k, 1)
-        if b.data.ndim == 1:
+        a2 = a_data if a_data.ndim > 1 else a_data[np.newaxis, :]  # (1, k)
+        b2 = b_data if b_data.ndim > 1 else b_data[:, np.newaxis]  # (k, 1)
+        if b_data.ndim == 1:
             g = np.expand_dims(g, -1)
-        if a.data.ndim == 1:
+        if a_data.ndim == 1:
             g = np.expand_dims(g, -2)  # now g is shaped like a2 @ b2
         ga = gb = None
         if a.requires_grad:
@@ -376,17 +387,17 @@ def matmul(a: Any, b: Any) -> Tensor:
                 n, m = g.shape[-2], g.shape[-1]
                 g_rows = np.moveaxis(g, -2, 0).reshape(n, -1)  # (n, batch·m)
                 b_rows = np.moveaxis(b2, -2, 0).reshape(b2.shape[-2], -1)  # (k, batch·m)
-                ga = (g_rows @ b_rows.T).reshape(a.data.shape)  # (n, k)
+                ga = (g_rows @ b_rows.T).reshape(a_data.shape)  # (n, k)
             else:
                 ga = unbroadcast(np.matmul(g, np.swapaxes(b2, -1, -2)), a2.shape)
-                ga = ga.reshape(a.data.shape)
+                ga = ga.reshape(a_data.shape)
         if b.requires_grad:
             if b2.ndim == 2 and a2.ndim > 2:  # e.g. a linear layer's weight: (k, B·n) @ (B·n, m)
                 k, m = b2.shape
-                gb = (a2.reshape(-1, k).T @ g.reshape(-1, m)).reshape(b.data.shape)
+                gb = (a2.reshape(-1, k).T @ g.reshape(-1, m)).reshape(b_data.shape)
             else:
                 gb = unbroadcast(np.matmul(np.swapaxes(a2, -1, -2), g), b2.shape)
-                gb = gb.reshape(b.data.shape)
+                gb = gb.reshape(b_data.shape)
         return ga, gb
 
     return Tensor._make(out, (a, b), "matmul", backward)
@@ -418,10 +429,11 @@ def tsum(a: Any, axis: Any = None, keepdims: bool = False) -> Tensor:
     """
     a = _t(a)
     out = np.sum(a.data, axis=axis, keepdims=keepdims)
+    a_data = a.data  # saved for backward
 
     def backward(g: np.ndarray):
-        g = _keepdims_grad(g, axis, keepdims, a.data.ndim)
-        return (np.broadcast_to(g, a.data.shape),)
+        g = _keepdims_grad(g, axis, keepdims, a_data.ndim)
+        return (np.broadcast_to(g, a_data.shape),)
 
     return Tensor._make(out, (a,), "tsum", backward)
 
@@ -449,12 +461,13 @@ def mean(a: Any, axis: Any = None, keepdims: bool = False) -> Tensor:
     total = np.sum(a.data, axis=axis, keepdims=keepdims)  # NumPy checks the axes here
     count = math.prod(a.data.shape[i] for i in _axes(axis, a.data.ndim))
     out = np.true_divide(total, count)
+    a_data = a.data  # saved for backward
 
     def backward(g: np.ndarray):
         if count == 0:  # nothing was averaged: a is empty, and so is its gradient
-            return (np.zeros_like(a.data),)
-        g = _keepdims_grad(g, axis, keepdims, a.data.ndim)
-        return (np.broadcast_to(g / count, a.data.shape),)
+            return (np.zeros_like(a_data),)
+        g = _keepdims_grad(g, axis, keepdims, a_data.ndim)
+        return (np.broadcast_to(g / count, a_data.shape),)
 
     return Tensor._make(out, (a,), "mean", backward)
 
@@ -481,12 +494,13 @@ def max(a: Any, axis: Any = None, keepdims: bool = False) -> Tensor:
     """
     a = _t(a)
     out = np.max(a.data, axis=axis, keepdims=keepdims)
+    a_data = a.data  # saved for backward
 
     def backward(g: np.ndarray):
-        top = np.max(a.data, axis=axis, keepdims=True)
-        hit = (a.data == top) | (np.isnan(a.data) & np.isnan(top))
+        top = np.max(a_data, axis=axis, keepdims=True)
+        hit = (a_data == top) | (np.isnan(a_data) & np.isnan(top))
         count = np.sum(hit, axis=axis, keepdims=True)
-        g = _keepdims_grad(g, axis, keepdims, a.data.ndim)
+        g = _keepdims_grad(g, axis, keepdims, a_data.ndim)
         return (np.where(hit, g / count, 0.0),)
 
     return Tensor._make(out, (a,), "max", backward)
@@ -504,9 +518,10 @@ def reshape(a: Any, shape: Any) -> Tensor:
     """
     a = _t(a)
     out = np.reshape(a.data, shape)
+    a_data = a.data  # saved for backward
 
     def backward(g: np.ndarray):
-        return (g.reshape(a.data.shape),)
+        return (g.reshape(a_data.shape),)
 
     return Tensor._make(out, (a,), "reshape", backward)
 
@@ -527,11 +542,12 @@ def transpose(a: Any, axes: Any = None) -> Tensor:
     """
     a = _t(a)
     out = np.transpose(a.data, axes)
+    a_data = a.data  # saved for backward
 
     def backward(g: np.ndarray):
         if axes is None:
             return (np.transpose(g),)
-        return (np.transpose(g, np.argsort([operator.index(x) % a.data.ndim for x in axes])),)
+        return (np.transpose(g, np.argsort([operator.index(x) % a_data.ndim for x in axes])),)
 
     return Tensor._make(out, (a,), "transpose", backward)
 
@@ -561,9 +577,10 @@ def getitem(a: Any, index: Any) -> Tensor:
     advanced = any(
         isinstance(i, (np.ndarray, list)) for i in (index if isinstance(index, tuple) else (index,))
     )
+    a_data = a.data  # saved for backward
 
     def backward(g: np.ndarray):
-        ga = np.zeros_like(a.data)
+        ga = np.zeros_like(a_data)
         if advanced:
             np.add.at(ga, index, g)  # repeated positions accumulate
         else:
@@ -597,10 +614,11 @@ def where(condition: Any, a: Any, b: Any) -> Tensor:
     condition = _bool_mask(condition, "where", "condition")
     a, b = _t(a), _t(b)
     out = np.where(condition, a.data, b.data)
+    a_data, b_data = a.data, b.data  # saved for backward
 
     def backward(g: np.ndarray):
-        ga = unbroadcast(np.where(condition, g, 0.0), a.data.shape) if a.requires_grad else None
-        gb = unbroadcast(np.where(condition, 0.0, g), b.data.shape) if b.requires_grad else None
+        ga = unbroadcast(np.where(condition, g, 0.0), a_data.shape) if a.requires_grad else None
+        gb = unbroadcast(np.where(condition, 0.0, g), b_data.shape) if b.requires_grad else None
         return ga, gb
 
     return Tensor._make(out, (a, b), "where", backward)
@@ -635,9 +653,10 @@ def embedding(weight: Any, ids: Any) -> Tensor:
     weight = _t(weight)
     ids = _int_array(ids, "embedding", "ids")
     out = weight.data[ids]  # S + (d,)
+    weight_data = weight.data  # saved for backward
 
     def backward(g: np.ndarray):
-        return (_scatter_add_rows(weight.data.shape, ids, g),)
+        return (_scatter_add_rows(weight_data.shape, ids, g),)
 
     return Tensor._make(out, (weight,), "embedding", backward)
 
@@ -687,9 +706,10 @@ def masked_fill(a: Any, mask: Any, value: Any) -> Tensor:
     mask = _bool_mask(mask, "masked_fill", "mask")
     fill = _constant(value, "masked_fill", "value")
     out = np.where(mask, fill, a.data)
+    a_data = a.data  # saved for backward
 
     def backward(g: np.ndarray):
-        return (unbroadcast(np.where(mask, 0.0, g), a.data.shape),)
+        return (unbroadcast(np.where(mask, 0.0, g), a_data.shape),)
 
     return Tensor._make(out, (a,), "masked_fill", backward)
 
@@ -819,9 +839,10 @@ def silu(a: Any) -> Tensor:
     a = _t(a)
     s = _sigmoid_data(a.data)
     out = a.data * s
+    a_data = a.data  # saved for backward
 
     def backward(g: np.ndarray):
-        return (g * (s + a.data * s * (1.0 - s)),)
+        return (g * (s + a_data * s * (1.0 - s)),)
 
     return Tensor._make(out, (a,), "silu", backward)
 
@@ -947,11 +968,12 @@ def rope(x: Any, cos: Any, sin: Any) -> Tensor:
     even = x0 * cos - x1 * sin
     odd = x0 * sin + x1 * cos
     out = np.stack([even, odd], axis=-1).reshape(*even.shape[:-1], 2 * even.shape[-1])
+    x_data = x.data  # saved for backward
 
     def backward(g: np.ndarray):
         g0, g1 = g[..., 0::2], g[..., 1::2]
         gx = np.stack([g0 * cos + g1 * sin, g1 * cos - g0 * sin], axis=-1)
-        return (unbroadcast(gx.reshape(g.shape), x.data.shape),)
+        return (unbroadcast(gx.reshape(g.shape), x_data.shape),)
 
     return Tensor._make(out, (x,), "rope", backward)
 

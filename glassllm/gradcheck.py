@@ -111,15 +111,19 @@ def gradcheck(
         x = args[i]
         analytic = x.grad if x.grad is not None else np.zeros_like(x.data)
         numeric = np.zeros_like(x.data)
-        flat, num = x.data.reshape(-1), numeric.reshape(-1)  # views into the data
+        base = x.data  # read-only: perturb a copy and swap it in
+        flat, num = base.reshape(-1).copy(), numeric.reshape(-1)
         for j in range(flat.size):
             saved = flat[j]
             flat[j] = saved + eps
+            x.data = flat.reshape(base.shape)
             plus = objective()
             flat[j] = saved - eps
+            x.data = flat.reshape(base.shape)
             minus = objective()
             flat[j] = saved
             num[j] = (plus - minus) / (2 * eps)
+        x.data = base
         with np.errstate(invalid="ignore"):
             err = np.abs(analytic - numeric)
             scale = np.maximum(np.abs(analytic), np.abs(numeric))

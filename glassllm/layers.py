@@ -434,7 +434,7 @@ class Module:
             value = np.asarray(state[name], dtype=np.float64)
             if value.shape != p.data.shape:
                 raise ValueError(f"{name}: expected shape {p.data.shape}, got {value.shape}")
-            p.data[...] = value
+            p.data = value  # copied by the setter
 
     def save(self, path: str | Path) -> None:
         """Write the state dict to an ``.npz`` file (plain arrays, no pickle)."""

@@ -64,7 +64,7 @@ class SGD(_Optimizer):
             g = p.grad + self.weight_decay * p.data if self.weight_decay else p.grad
             buf *= self.momentum
             buf += g
-            p.data -= self.lr * buf
+            p.data = p.data - self.lr * buf  # a new array: data is read-only
 
 
 class AdamW(_Optimizer):
@@ -109,12 +109,12 @@ class AdamW(_Optimizer):
             if p.grad is None:
                 continue
             g = p.grad
-            p.data *= 1.0 - self.lr * self.weight_decay
+            decayed = p.data * (1.0 - self.lr * self.weight_decay)  # decoupled weight decay
             m *= self.beta1
             m += (1.0 - self.beta1) * g
             v *= self.beta2
             v += (1.0 - self.beta2) * g * g
-            p.data -= self.lr * (m / correction1) / (np.sqrt(v / correction2) + self.eps)
+            p.data = decayed - self.lr * (m / correction1) / (np.sqrt(v / correction2) + self.eps)
 
 
 def clip_grad_norm(params: Iterable[Tensor], max_norm: float) -> float:

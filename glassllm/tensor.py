@@ -130,6 +130,8 @@ class Tensor:
             Ints and bools become float64 (no integer gradients). The data is copied.
         requires_grad: make this a leaf whose `.grad` is filled by `backward()`.
 
+    `data` is read-only (see `Tensor.data`): assign a new array to change it.
+
     Raises:
         TypeError: complex, string, None or other non-numeric data (L0.7).
         ValueError: a ragged nested list (NumPy's message).
@@ -152,20 +154,12 @@ class Tensor:
         [[2.0, 4.0], [6.0, 8.0]]
     """
 
-    __slots__ = ("_backward", "_op", "_parents", "_retain", "data", "grad", "requires_grad")
+    __slots__ = ("_backward", "_data", "_op", "_parents", "_retain", "grad", "requires_grad")
     # Make NumPy defer to our reflected operators: `np.ones(2) + t` -> t.__radd__.
     __array_ufunc__ = None
 
     def __init__(self, data: Any, requires_grad: bool = False) -> None:
-        if isinstance(data, Tensor):
-            data = data.data
-        raw = np.asarray(data)
-        if raw.dtype.kind not in "biuf":  # bool, signed, unsigned, float
-            raise TypeError(
-                "Tensor data must be real numbers (L0.7): numbers, bools or nested lists of "
-                f"them, got {type(data).__name__} of dtype {raw.dtype}"
-            )
-        self.data: np.ndarray = np.array(raw, dtype=np.float64)
+        self.data = data  # validated, copied and made read-only by the setter below
         self.grad: np.ndarray | None = None
         self.requires_grad: bool = bool(requires_grad)
         self._parents: tuple[Tensor, ...] = ()
@@ -179,7 +173,8 @@ class Tensor:
     ) -> Tensor:
         """Build an op's result; it joins the graph only if a parent requires grad (L0.3)."""
         t = cls.__new__(cls)
-        t.data = np.asarray(data, dtype=np.float64)
+        t._data = np.asarray(data, dtype=np.float64)
+        t._data.flags.writeable = False  # backward closures keep it: never change it in place
         t.grad = None
         t._op = op
         t._retain = False
@@ -187,6 +182,33 @@ class Tensor:
         t._parents = parents if t.requires_grad else ()
         t._backward = backward if t.requires_grad else None
         return t
+
+    # -- the data: read-only, so a backward pass always sees what the forward saw --
+    @property
+    def data(self) -> np.ndarray:
+        """The values, a read-only float64 ndarray.
+
+        Ops keep references to their inputs' data for the backward pass, so changing it
+        in place would silently corrupt gradients (a classic autograd bug); NumPy refuses
+        (`ValueError: assignment destination is read-only`). To change a tensor's values,
+        assign a new array: `t.data = t.data - lr * t.grad` (graphs built before keep the
+        old values).
+        """
+        return self._data
+
+    @data.setter
+    def data(self, value: Any) -> None:
+        if isinstance(value, Tensor):
+            value = value._data
+        raw = np.asarray(value)
+        if raw.dtype.kind not in "biuf":  # bool, signed, unsigned, float
+            raise TypeError(
+                "Tensor data must be real numbers (L0.7): numbers, bools or nested lists of "
+                f"them, got {type(value).__name__} of dtype {raw.dtype}"
+            )
+        arr = np.array(raw, dtype=np.float64)  # always a copy that nobody else holds
+        arr.flags.writeable = False
+        self._data = arr
 
     # -- small properties -----------------------------------------------------
     @property
@@ -245,7 +267,7 @@ class Tensor:
     def detach(self) -> Tensor:
         """A constant Tensor sharing this tensor's data, cut from the graph."""
         t = Tensor.__new__(Tensor)
-        t.data, t.grad, t.requires_grad = self.data, None, False
+        t._data, t.grad, t.requires_grad = self._data, None, False
         t._parents, t._backward, t._op, t._retain = (), None, "", False
         return t
 

@@ -189,3 +189,24 @@ def test_retain_grad_keeps_intermediate_gradients():
     (h * h).sum().backward()
     assert h.grad.tolist() == [6.0, 12.0]
     assert x.grad.tolist() == [18.0, 36.0]
+
+
+def test_data_is_read_only_so_a_backward_sees_what_the_forward_saw():
+    """Mutating saved data between forward and backward silently corrupts gradients in
+    libraries that allow it; here the data is read-only and rebinding keeps the graph's copy."""
+    w = Tensor([1.0, 2.0], requires_grad=True)
+    x = Tensor([3.0, 4.0], requires_grad=True)
+    y = (w * x).sum()
+    with pytest.raises(ValueError, match="read-only"):
+        w.data[0] = 100.0
+    w.data = np.array([100.0, 100.0])  # rebinding: the graph keeps the old array
+    y.backward()
+    assert x.grad.tolist() == [1.0, 2.0]
+    assert w.grad.tolist() == [3.0, 4.0]
+    assert not (x * 2).data.flags.writeable
+    with pytest.raises(TypeError, match="real numbers"):
+        w.data = "abc"
+    src = np.ones(2)
+    t = Tensor(src)
+    src[0] = 9.0  # the caller's array stays writable and is not shared
+    assert t.data.tolist() == [1.0, 1.0] and src.flags.writeable
