@@ -19,8 +19,10 @@ nan/inf loss, gradient or weight), it stops with status 1 and saves no checkpoin
 from __future__ import annotations
 
 import argparse
+import json
 import math
 import sys
+import zipfile
 from dataclasses import fields
 from pathlib import Path
 
@@ -302,6 +304,55 @@ def _train(args: argparse.Namespace) -> int:
     return 0
 
 
+def _load_checkpoint(name: str) -> GlassLM:
+    """``--checkpoint``: the .npz and its .json config, each problem named (_UsageError)."""
+    path = Path(name)
+    config_path = path.with_suffix(".json")
+    where = f"argument --checkpoint: checkpoint {name}"
+    if not path.exists():
+        raise _UsageError(f"{where} not found")
+    if not path.is_file():
+        raise _UsageError(f"{where} is not a file")
+    if not config_path.is_file():
+        raise _UsageError(
+            f"{where}: its config {config_path} is missing (`glassllm train` writes both)"
+        )
+    try:
+        raw = json.loads(config_path.read_text(encoding="utf-8"))
+        if not isinstance(raw, dict):
+            raise ValueError(f"expected a JSON object, got {type(raw).__name__}")
+        unknown = sorted(raw.keys() - {f.name for f in fields(GlassConfig)})
+        if unknown:
+            raise ValueError(f"unknown field(s) {unknown}")
+        for key, value in raw.items():
+            kind, _ = _CONFIG_OPTIONS.get(key, (None, ""))
+            if kind is not None:
+                try:
+                    kind(str(value))
+                except argparse.ArgumentTypeError as exc:
+                    raise ValueError(f"{key} {exc}") from None
+        config = GlassConfig(**raw)
+    except (ValueError, TypeError) as exc:  # JSONDecodeError/UnicodeDecodeError: ValueError
+        raise _UsageError(f"{where}: its config {config_path} is corrupt: {exc}") from None
+    if not zipfile.is_zipfile(path):
+        raise _UsageError(f"{where} is not an .npz archive (empty, truncated or another format)")
+    model = GlassLM(config)
+    try:
+        model.load(path)
+    except (OSError, ValueError, KeyError, EOFError, zipfile.BadZipFile) as exc:
+        detail = exc.args[0] if isinstance(exc, KeyError) and exc.args else exc  # no repr quotes
+        raise _UsageError(
+            f"{where} is corrupt or does not match its config {config_path}: {detail}"
+        ) from None
+    for pname, p in model.named_parameters():
+        if not np.all(np.isfinite(p.data)):
+            raise _UsageError(
+                f"{where} has non-finite weights ({pname}); it was saved from a diverged "
+                "run, train it again"
+            )
+    return model
+
+
 def _generate(args: argparse.Namespace) -> int:
     tok = ByteTokenizer()
     try:
@@ -310,14 +361,23 @@ def _generate(args: argparse.Namespace) -> int:
         raise _UsageError("argument --prompt: must be valid UTF-8 text") from None
     if prompt.size == 0:
         raise _UsageError("argument --prompt: must not be empty")
-    model = GlassLM.from_checkpoint(args.checkpoint)
-    ids = model.generate(
-        prompt,
-        args.max_new_tokens,
-        temperature=args.temperature,
-        top_k=args.top_k,
-        rng=np.random.default_rng(args.seed),
-    )
+    model = _load_checkpoint(args.checkpoint)
+    try:
+        with np.errstate(over="ignore", invalid="ignore"):
+            ids = model.generate(
+                prompt,
+                args.max_new_tokens,
+                temperature=args.temperature,
+                top_k=args.top_k,
+                rng=np.random.default_rng(args.seed),
+            )
+    except ValueError as exc:  # finite but huge weights: NumPy's "probabilities contain NaN"
+        print(
+            f"error: checkpoint {args.checkpoint} gives non-finite logits ({exc}); "
+            "its weights overflow, train it again",
+            file=sys.stderr,
+        )
+        return 1
     print(tok.decode(ids))
     return 0
 

@@ -1,6 +1,8 @@
 """The CLI's input checks (QA pass on issue 3): bad options exit 2 with an argparse-style
 message naming the option and its rule, never a traceback; a diverging run saves nothing."""
 
+import json
+
 import numpy as np
 import pytest
 
@@ -176,3 +178,74 @@ def test_generate_documented_edges_work(capsys, checkpoint):
         main(["generate", "--help"])
     text = " ".join(capsys.readouterr().out.split())
     assert "0 means greedy (argmax)" in text and "omit it for no top-k (the default)" in text
+
+
+# --- checkpoint -------------------------------------------------------------------------
+
+
+def copy_checkpoint(checkpoint, tmp_path, name, config_text=None):
+    """A copy of ``checkpoint`` as tmp_path/name.npz; its .json replaced by config_text."""
+    npz = tmp_path / f"{name}.npz"
+    npz.write_bytes(checkpoint.read_bytes())
+    text = checkpoint.with_suffix(".json").read_text() if config_text is None else config_text
+    npz.with_suffix(".json").write_text(text, encoding="utf-8")
+    return npz
+
+
+def test_generate_names_the_missing_checkpoint_not_its_json(capsys, tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    line = usage_error(capsys, ["generate", "--checkpoint", "nope.npz"])
+    assert line == "glassllm generate: error: argument --checkpoint: checkpoint nope.npz not found"
+    (tmp_path / "dir.npz").mkdir()
+    line = usage_error(capsys, ["generate", "--checkpoint", "dir.npz"])
+    assert line.endswith("checkpoint dir.npz is not a file")
+
+
+def test_generate_names_a_missing_or_corrupt_config(capsys, tmp_path, checkpoint):
+    npz = copy_checkpoint(checkpoint, tmp_path, "lonely")
+    npz.with_suffix(".json").unlink()
+    line = usage_error(capsys, ["generate", "--checkpoint", str(npz)])
+    assert line == (
+        f"glassllm generate: error: argument --checkpoint: checkpoint {npz}: its config "
+        f"{npz.with_suffix('.json')} is missing (`glassllm train` writes both)"
+    )
+    cases = {
+        "{broken": "Expecting property name",
+        "[1, 2]": "expected a JSON object, got list",
+        '{"wat": 1}': "unknown field(s) ['wat']",
+        '{"d_model": -4}': "d_model must be a positive integer, got '-4'",
+        '{"vocab": 300}': "vocab must be 256 (the byte-level tokenizer), got '300'",
+        '{"d_model": 16, "n_heads": 3}': "d_model 16 is not divisible by n_heads 3",
+    }
+    for i, (text, reason) in enumerate(cases.items()):
+        npz = copy_checkpoint(checkpoint, tmp_path, f"bad{i}", text)
+        line = usage_error(capsys, ["generate", "--checkpoint", str(npz)])
+        assert line.startswith(
+            f"glassllm generate: error: argument --checkpoint: checkpoint {npz}: its config "
+            f"{npz.with_suffix('.json')} is corrupt: "
+        )
+        assert reason in line
+
+
+def test_generate_names_a_corrupt_or_diverged_npz(capsys, tmp_path, checkpoint):
+    npz = copy_checkpoint(checkpoint, tmp_path, "junk")
+    npz.write_bytes(b"not a zip")
+    line = usage_error(capsys, ["generate", "--checkpoint", str(npz)])
+    assert line.endswith(
+        f"checkpoint {npz} is not an .npz archive (empty, truncated or another format)"
+    )
+    config = json.loads(checkpoint.with_suffix(".json").read_text())
+    npz = copy_checkpoint(checkpoint, tmp_path, "other", json.dumps({**config, "d_model": 32}))
+    line = usage_error(capsys, ["generate", "--checkpoint", str(npz)])
+    assert f"checkpoint {npz} is corrupt or does not match its config" in line
+    assert "tok_emb.weight: expected shape (256, 32), got (256, 16)" in line
+    npz = copy_checkpoint(checkpoint, tmp_path, "nan")
+    with np.load(checkpoint) as archive:
+        arrays = {name: archive[name].copy() for name in archive.files}
+    arrays["head.weight"][0, 0] = np.nan
+    np.savez(npz, **arrays)
+    line = usage_error(capsys, ["generate", "--checkpoint", str(npz)])
+    assert line.endswith(
+        f"checkpoint {npz} has non-finite weights (head.weight); it was saved from a "
+        "diverged run, train it again"
+    )

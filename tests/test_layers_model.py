@@ -390,8 +390,10 @@ def test_cli_train_default_corpus_without_tqdm(tmp_path, capsys, monkeypatch):
 
 
 def test_cli_reports_errors_without_traceback(tmp_path, capsys):
-    assert main(["generate", "--checkpoint", str(tmp_path / "missing.npz")]) == 1
-    assert capsys.readouterr().err.startswith("error:")
+    with pytest.raises(SystemExit) as exit_info:  # bad input: argparse's exit 2
+        main(["generate", "--checkpoint", str(tmp_path / "missing.npz")])
+    assert exit_info.value.code == 2
+    assert capsys.readouterr().err.endswith(f"checkpoint {tmp_path / 'missing.npz'} not found\n")
     short = tmp_path / "short.txt"
     short.write_text("too short", encoding="utf-8")
     with pytest.raises(SystemExit) as exit_info:  # bad input: argparse's exit 2
