@@ -884,7 +884,8 @@ def cross_entropy_grad(logits: Any, targets: Any) -> np.ndarray:
     n = logits.shape[0]
     grad = _softmax_data(logits, -1)  # a fresh array: safe to modify
     grad[np.arange(n), targets] -= 1.0
-    return grad / n
+    grad /= n
+    return grad
 
 
 def cross_entropy(logits: Any, targets: Any) -> Tensor:
@@ -921,7 +922,9 @@ def cross_entropy(logits: Any, targets: Any) -> Tensor:
     out = -np.sum(logp[np.arange(x.shape[0]), targets]) / x.shape[0]  # N = 0 gives 0/0 = NaN
 
     def backward(g: np.ndarray):
-        return (g * cross_entropy_grad(x, targets),)
+        grad = cross_entropy_grad(x, targets)  # a fresh (N, V) array
+        grad *= g  # g is the incoming 0-d gradient of the loss
+        return (grad,)
 
     return Tensor._make(out, (logits,), "cross_entropy", backward)
 
