@@ -462,6 +462,56 @@ def test_step_through_skips_constants_instead_of_computing_them(page, url):
     assert page.locator("#graph g.node.current").count() == 1       # the step is unchanged
 
 
+def expression_case(pg, expression: str, **variables: str) -> None:
+    pg.check("#mode-expr")
+    remove = pg.locator(".var-row .var-head button")
+    while remove.count():
+        remove.first.click()
+    pg.fill("#expr-text", expression)
+    for k, (name, value) in enumerate(variables.items()):
+        pg.click("#add-var")
+        pg.fill(f"#var-name-{k}", name)
+        pg.fill(f"#var-{k}-value", value)
+    click_and_wait(pg, "#run")
+
+
+def test_the_first_nonfinite_node_is_named_for_what_it_holds(page, url):
+    # the masked softmax's -inf is the mask working, not a fault: said so, calmly, and told
+    # apart from NaN by the node's own numbers
+    needs_eval(url)
+    masked = next(i for i, ex in enumerate(examples(url))
+                  if "masked_fill" in ex["request"].get("expression", ""))
+    click_and_wait(page, f"button.example >> nth={masked}")
+    note = page.locator("#messages .nonfinite")
+    assert note.inner_text() == (
+        "−∞ first appeared at node #2 (masked_fill) in the forward pass (3 −∞ of 9 elements)"
+        " — expected when masking with −inf: softmax gives those positions weight 0."
+        " NaN would signal a problem.")
+    assert "info" in note.get_attribute("class") and "NaN or ∞" not in page.inner_text("body")
+    assert page.get_attribute('#graph g.node[data-id="2"]', "class") == "node nonfinite expected"
+    shot(page, "nonfinite-mask")
+    # NaN: log of a negative number
+    expression_case(page, "log(x)", x="[-1, 1, 4]")
+    assert note.inner_text().startswith(
+        "NaN first appeared at node #1 (log) in the forward pass (1 NaN of 3 elements)"
+        " — NaN signals a problem")
+    assert "warning" in note.get_attribute("class")
+    assert page.get_attribute('#graph g.node[data-id="1"]', "class") == "node nonfinite"
+    assert table(page, "value")[1:] == [0.0, math.log(4)] and math.isnan(table(page, "value")[0])
+    shot(page, "nonfinite-nan")
+    # +-inf that no mask explains: log(0)
+    expression_case(page, "log(x) * 2", x="[0, 1]")
+    assert note.inner_text() == (
+        "−∞ first appeared at node #1 (log) in the forward pass (1 −∞ of 2 elements)"
+        " — a division by zero, log(0) or an overflow gives ±∞ (L1.2); check that it is"
+        " intended. NaN would signal a problem.")
+    # in the backward pass, read from the node's gradient: d sqrt(x)/dx at 0
+    expression_case(page, "(x ** 0.5).sum()", x="[0, 4]")
+    assert note.inner_text().startswith(
+        "+∞ first appeared at node #0 (x) in the backward pass (1 +∞ of 2 elements)")
+    assert table(page, "grad:x") == [math.inf, 0.25]
+
+
 def test_expression_errors_point_at_the_token_and_the_variable(page, url):
     needs_eval(url)
     click_and_wait(page, "button.example >> nth=0")

@@ -7,7 +7,7 @@ import { isMask, makeEditor, setMessage } from "./editors.js";
 import { drawGraph, nodeLabel, shapeLabel } from "./graph.js";
 import { heatmap } from "./heatmap.js";
 import { curl, exprPython, opPython } from "./scripts.js";
-import { formatNumber, formatValue, fromWire, parseValue, shapeText } from "./wire.js";
+import { flat, formatNumber, formatValue, fromWire, parseValue, shapeText } from "./wire.js";
 
 const $ = (sel) => document.querySelector(sel);
 const PROBABILITY_OPS = new Set(["softmax", "softmax_np", "sigmoid"]);
@@ -432,11 +432,50 @@ function showWarnings(data) {
   for (const w of data.warnings ?? []) box.append(el("p", { class: "msg warning", text: `Warning: ${plainWarning(w)}` }));
   const nf = data.first_nonfinite;
   if (nf) {
-    const node = state.nodes.find((n) => n.id === (nf.node ?? nf.id));
-    box.append(el("p", { class: "msg warning",
-      text: `NaN or ∞ first appeared at node #${nf.node ?? nf.id}${node ? ` (${nodeLabel(node)})` : ""}` +
-        ` in the ${nf.pass ?? nf.phase ?? nf.where ?? "forward"} pass` + (nf.count != null ? ` (${nf.count} element(s))` : "") + "." }));
+    const { text, kind } = nonfiniteWords(nf);
+    box.append(el("p", { class: `msg ${kind} nonfinite`, text }));
+    state.nonfiniteExpected = kind === "info";          // the graph marks it in blue, not red
   }
+}
+
+/** How many NaN, +∞ and −∞ a node's value (or gradient) holds, out of how many elements. */
+function countNonfinite(values) {
+  const c = { nan: 0, pos: 0, neg: 0, total: 0 };
+  for (const x of flat(values)) {
+    c.total += 1;
+    if (Number.isNaN(x)) c.nan += 1;
+    else if (x === Infinity) c.pos += 1;
+    else if (x === -Infinity) c.neg += 1;
+  }
+  return c;
+}
+
+/** The first non-finite node in plain words, told apart from the data: NaN means something
+ *  went wrong; ±∞ may be intended (−inf is how a mask is written, L3.5). */
+function nonfiniteWords(nf) {
+  const id = nf.node ?? nf.id;
+  const pass = nf.pass ?? nf.phase ?? nf.where ?? "forward";
+  const node = state.nodes.find((n) => n.id === id);
+  const where = `node #${id}${node ? ` (${nodeLabel(node)})` : ""} in the ${pass} pass`;
+  const data = node && (pass === "backward" ? node.grad : node.value);
+  if (data == null) {
+    return { kind: "warning", text: `NaN or ∞ first appeared at ${where}` + (nf.count != null ? ` (${nf.count} element(s))` : "") + "." };
+  }
+  const c = countNonfinite(data);
+  const found = [[c.nan, "NaN"], [c.pos, "+∞"], [c.neg, "−∞"]].filter(([k]) => k > 0);
+  const what = found.map(([, w]) => w).join(" and ");
+  const counts = `${found.map(([k, w]) => `${k} ${w}`).join(", ")} of ${c.total} element${c.total > 1 ? "s" : ""}`;
+  const head = `${what} first appeared at ${where} (${counts})`;
+  if (c.nan) {
+    return { kind: "warning", text: `${head} — NaN signals a problem: an operation with no real answer` +
+      " (0/0, ∞ − ∞, 0 · ∞, log of a negative), and everything computed from it is NaN too." };
+  }
+  if (node.op === "masked_fill" && !c.pos && pass === "forward") {
+    return { kind: "info", text: `${head} — expected when masking with −inf: softmax gives those` +
+      " positions weight 0. NaN would signal a problem." };
+  }
+  return { kind: "warning", text: `${head} — a division by zero, log(0) or an overflow gives ±∞` +
+    " (L1.2); check that it is intended. NaN would signal a problem." };
 }
 
 // --------------------------------------------------------------------------------------
@@ -549,6 +588,7 @@ function showGraph(req) {
   state.graph = drawGraph($("#graph"), state.nodes, { onSelect: selectNode });
   const nf = state.firstNonfinite;
   state.graph.mark(new Set(nf ? [nf.node ?? nf.id] : []), "nonfinite");
+  state.graph.mark(new Set(nf && state.nonfiniteExpected ? [nf.node ?? nf.id] : []), "expected");
   const constants = state.nodes.filter((n) => !getsGrad(n));
   state.graph.mark(new Set(constants.map((n) => n.id)), "constant");
   $("#step-skipped").textContent = !constants.length ? ""
