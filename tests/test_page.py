@@ -372,6 +372,13 @@ def test_copy_as_python_runs_and_copy_as_curl_names_the_endpoint(page, url):
     page.click("#copy-curl")
     command = page.input_value("#copy-text")
     assert f"{url}/api/v1/ops/embedding" in command and '"ids":[1,2,1]' in command
+    # a new case makes the copied script stale: the panel goes away until asked again
+    page.select_option("#op-select", "softmax")
+    assert page.locator("#copy-panel").is_hidden()
+    page.click("#copy-python")
+    assert "from glassllm.autograd import softmax" in page.input_value("#copy-text")
+    click_and_wait(page, "button.example >> nth=0")
+    assert page.locator("#copy-panel").is_hidden()
 
 
 # --------------------------------------------------------------------------------------

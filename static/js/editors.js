@@ -7,6 +7,7 @@
 // names this input is written in plain words.
 
 import { formatValue, parseValue, readValue, shapeOf, shapeText } from "./wire.js";
+import { el } from "./dom.js";
 
 const ARRAY_KINDS = new Set(["tensor", "array", "table", "int_array", "bool_mask", "variable"]);
 const KIND_WORDS = {
@@ -23,16 +24,6 @@ export function isMask(v) {
   return leaves.length > 0 && leaves.every((x) => typeof x === "boolean");
 }
 
-function el(tag, attrs = {}, ...children) {
-  const node = document.createElement(tag);
-  for (const [k, v] of Object.entries(attrs)) {
-    if (k === "class") node.className = v;
-    else if (k === "text") node.textContent = v;
-    else node.setAttribute(k, v);
-  }
-  for (const c of children) if (c != null) node.append(c);
-  return node;
-}
 
 /** Show (or clear) a message beside an input; kind is "error" or "warning". */
 export function setMessage(field, text, kind = "error") {

@@ -8,6 +8,7 @@
 // their leading indices.
 
 import { flat, formatNumber, shapeOf, shapeText } from "./wire.js";
+import { el } from "./dom.js";
 
 const DIVERGING = [[33, 102, 172], [146, 197, 222], [247, 247, 247], [253, 184, 99], [179, 88, 6]];
 const SEQUENTIAL = [[68, 1, 84], [59, 82, 139], [33, 145, 140], [94, 201, 98], [253, 231, 37]];
@@ -54,16 +55,6 @@ function cellColour(x, scale) {
   return lerpStops(scale.kind === "diverging" ? DIVERGING : SEQUENTIAL, t);
 }
 
-function el(tag, attrs = {}, ...children) {
-  const node = document.createElement(tag);
-  for (const [k, v] of Object.entries(attrs)) {
-    if (k === "class") node.className = v;
-    else if (k === "text") node.textContent = v;
-    else node.setAttribute(k, v);
-  }
-  for (const c of children) if (c != null) node.append(c);
-  return node;
-}
 
 function cell(x, scale) {
   const td = el("td", { text: formatNumber(x) });

@@ -8,6 +8,7 @@ import { drawGraph, nodeLabel, shapeLabel } from "./graph.js";
 import { heatmap } from "./heatmap.js";
 import { curl, exprPython, opPython } from "./scripts.js";
 import { flat, formatNumber, formatValue, fromWire, parseValue, shapeText } from "./wire.js";
+import { el } from "./dom.js";
 
 const $ = (sel) => document.querySelector(sel);
 const PROBABILITY_OPS = new Set(["softmax", "softmax_np", "sigmoid"]);
@@ -25,16 +26,6 @@ const state = {
   step: -1,
 };
 
-function el(tag, attrs = {}, ...children) {
-  const node = document.createElement(tag);
-  for (const [k, v] of Object.entries(attrs)) {
-    if (k === "class") node.className = v;
-    else if (k === "text") node.textContent = v;
-    else node.setAttribute(k, v);
-  }
-  for (const c of children) if (c != null) node.append(c);
-  return node;
-}
 
 function setStatus(text) { $("#status").textContent = text; }
 
@@ -111,6 +102,7 @@ function buildGallery() {
 
 function loadExample(ex) {
   state.example = ex;
+  hideCopy();
   $("#grad-output").value = ex.request.grad_output == null ? "" : formatValue(ex.request.grad_output);
   if (ex.mode === "expr") {
     setMode("expr");
@@ -130,6 +122,7 @@ function opByName(name) { return state.ops.find((op) => op.name === name); }
 
 /** The form of one op; inputs default to the op's first example. */
 function showOp(name, inputs = null, requiresGrad = null) {
+  hideCopy();
   const op = opByName(name) ?? state.ops[0];
   state.op = op;
   $("#op-select").value = op.name;
@@ -279,6 +272,7 @@ function opAsExpression() {
 }
 
 function setMode(mode) {
+  if (mode !== state.mode) hideCopy();
   state.mode = mode;
   $(`#mode-${mode}`).checked = true;
   $("#op-mode").hidden = mode !== "op";
@@ -715,6 +709,9 @@ function restoreFromLink() {
   }
   return true;
 }
+
+/** A new case makes any copied script or link stale: hide it. */
+function hideCopy() { $("#copy-panel").hidden = true; }
 
 function showCopy(label, text) {
   $("#copy-panel").hidden = false;
