@@ -9,9 +9,8 @@ function that, from the input shapes and values alone, computes the output shape
 of every large intermediate and the matmul multiply-adds — before any compute, so a
 broadcast, `repeat_kv` or matmul that would explode is refused up front (H5).
 
-The plans lean on a trick: an array of a zero-byte dtype (``np.dtype([])``) has any shape
-and costs no memory, so ``probe(shape)[index]`` or ``probe(shape).reshape(...)`` give
-NumPy's own result shapes and NumPy's own error messages for free.
+A plan costs time proportional to its inputs, never to its result: `glassllm.shapes`
+says how (the zero-byte `probe` for reshape and broadcast, `index_shape` for indexing).
 
 Pure Python + NumPy: no web framework here. Shape letters: see STYLE.md's glossary.
 """
@@ -27,6 +26,7 @@ import numpy as np
 from numpy.lib.array_utils import normalize_axis_index, normalize_axis_tuple
 
 from glassllm import Tensor, autograd, no_grad
+from glassllm.shapes import index_shape, matmul_shape, probe
 from glassllm.wire import ARRAY_KINDS, WireError, coerce
 
 __all__ = [
@@ -41,7 +41,9 @@ __all__ = [
     "check_limits",
     "coerce_inputs",
     "get",
+    "matmul_shape",
     "plan",
+    "probe",
     "run",
 ]
 
@@ -168,14 +170,6 @@ class OpResult:
 # shape plans
 # --------------------------------------------------------------------------------------
 
-_ZERO_BYTES = np.dtype([])
-
-
-def probe(shape: Sequence[int]) -> np.ndarray:
-    """An array of `shape` that occupies no memory: NumPy computes result shapes on it."""
-    return np.empty(tuple(shape), dtype=_ZERO_BYTES)
-
-
 def _shape(args: Mapping, name: str) -> tuple[int, ...]:
     return np.shape(args[name])
 
@@ -208,26 +202,6 @@ def _along_axis(args: dict) -> Plan:
     return Plan(shape, (name,))
 
 
-def matmul_shape(sa: tuple[int, ...], sb: tuple[int, ...]) -> tuple[tuple[int, ...], int]:
-    """np.matmul's rules, from shapes only: (output shape, multiply-adds).
-
-    1-D operands are promoted to a row / column and the added axis is dropped again;
-    batch axes broadcast (L1.1).
-    """
-    if not sa or not sb:
-        raise ValueError("matmul: Input operand does not have enough dimensions (a 0-d operand"
-                         " is not allowed; use mul)")
-    a2 = sa if len(sa) > 1 else (1, *sa)                                 # (…, n, k)
-    b2 = sb if len(sb) > 1 else (*sb, 1)                                 # (…, k, m)
-    if a2[-1] != b2[-2]:
-        raise ValueError("matmul: Input operand 1 has a mismatch in its core dimension 0, with"
-                         " gufunc signature (n?,k),(k,m?)->(n?,m?) (size"
-                         f" {b2[-2]} is different from {a2[-1]})")
-    batch = np.broadcast_shapes(a2[:-2], b2[:-2])
-    out = (*batch, *([a2[-2]] if len(sa) > 1 else []), *([b2[-1]] if len(sb) > 1 else []))
-    return out, math.prod(batch) * a2[-2] * a2[-1] * b2[-1]
-
-
 def _matmul(args: dict) -> Plan:
     sa, sb = _shape(args, "a"), _shape(args, "b")
     out, madds = matmul_shape(sa, sb)
@@ -247,11 +221,12 @@ def _transpose(args: dict) -> Plan:
 
 
 def _getitem(args: dict) -> Plan:
-    return Plan(probe(_shape(args, "a"))[args["index"]].shape, ("a", "index"))
+    # from the index arrays' shapes, not by indexing a probe: that walks every result position
+    return Plan(index_shape(_shape(args, "a"), args["index"]), ("a", "index"))
 
 
 def _embedding(args: dict) -> Plan:
-    return Plan(probe(_shape(args, "weight"))[args["ids"]].shape, ("weight", "ids"))  # S + (d,)
+    return Plan(index_shape(_shape(args, "weight"), args["ids"]), ("weight", "ids"))  # S + (d,)
 
 
 def _cross_entropy(args: dict) -> Plan:

@@ -1,0 +1,182 @@
+"""What an op will build, from shapes alone (SPEC H5): result shapes and costs computed in
+time proportional to the *inputs*, never to the result, so a request that would explode
+is refused before any work — and before any work done only to find that out.
+
+- `probe(shape)`: an array of a zero-byte dtype, any shape, no memory. NumPy computes
+  reshape / transpose / broadcast shapes on it for free, with NumPy's own messages. It is
+  *not* free for advanced indexing: ``probe((1, 1))[rows, cols]`` with index arrays of
+  shapes (60000, 1) and (1, 60000) walks all 3.6e9 result positions, zero bytes each
+  (20 s of CPU). Indexing shapes are therefore computed by `index_shape`.
+- `matmul_shape(sa, sb)`: np.matmul's output shape and forward multiply-adds.
+- `index_shape(shape, index)`: ``a[index].shape`` by NumPy's basic and advanced indexing
+  rules, with NumPy's IndexError messages, in time proportional to the index arrays.
+
+Pure Python + NumPy. Shape letters: see STYLE.md's glossary.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+
+__all__ = ["index_shape", "matmul_shape", "probe"]
+
+_ZERO_BYTES = np.dtype([])
+MAX_DIMS = 64                                    # NumPy's limit on an array's dimensions
+
+
+def probe(shape: Sequence[int]) -> np.ndarray:
+    """An array of `shape` that occupies no memory: NumPy computes result shapes on it."""
+    return np.empty(tuple(shape), dtype=_ZERO_BYTES)
+
+
+# --------------------------------------------------------------------------------------
+# matmul
+# --------------------------------------------------------------------------------------
+
+def _promoted(sa: tuple[int, ...], sb: tuple[int, ...]) -> tuple[tuple, tuple]:
+    """1-D operands as np.matmul sees them: a (k,) → (1, k), b (k,) → (k, 1)."""
+    return (sa if len(sa) > 1 else (1, *sa)), (sb if len(sb) > 1 else (*sb, 1))
+
+
+def matmul_shape(sa: tuple[int, ...], sb: tuple[int, ...]) -> tuple[tuple[int, ...], int]:
+    """np.matmul's rules, from shapes only: (output shape, multiply-adds of the forward).
+
+    1-D operands are promoted to a row / column and the added axis is dropped again;
+    batch axes broadcast (L1.1).
+    """
+    if not sa or not sb:
+        raise ValueError("matmul: Input operand does not have enough dimensions (a 0-d operand"
+                         " is not allowed; use mul)")
+    a2, b2 = _promoted(sa, sb)                                           # (…, n, k), (…, k, m)
+    if a2[-1] != b2[-2]:
+        raise ValueError("matmul: Input operand 1 has a mismatch in its core dimension 0, with"
+                         " gufunc signature (n?,k),(k,m?)->(n?,m?) (size"
+                         f" {b2[-2]} is different from {a2[-1]})")
+    batch = np.broadcast_shapes(a2[:-2], b2[:-2])
+    out = (*batch, *([a2[-2]] if len(sa) > 1 else []), *([b2[-1]] if len(sb) > 1 else []))
+    return out, math.prod(batch) * a2[-2] * a2[-1] * b2[-1]
+
+
+# --------------------------------------------------------------------------------------
+# indexing
+# --------------------------------------------------------------------------------------
+
+def _is_int(item: Any) -> bool:
+    return isinstance(item, int | np.integer) and not isinstance(item, bool | np.bool_)
+
+
+def _out_of_bounds(i: int, axis: int, n: int) -> IndexError:
+    return IndexError(f"index {i} is out of bounds for axis {axis} with size {n}")
+
+
+def index_shape(shape: Sequence[int], index: Any) -> tuple[int, ...]:
+    """``a[index].shape`` for ``a`` of `shape`, by NumPy's rules, without indexing anything.
+
+    Basic items: an int drops its axis, a slice keeps ``len(range(...))`` of it, None adds
+    an axis of 1, ``...`` stands for the axes no other item names. Advanced items: integer
+    arrays broadcast together (a boolean mask stands for its ``nonzero()`` arrays: one
+    axis of its count of True, and 0-d True / False for a new axis of 1 / 0); once there
+    is one, ints join them as 0-d arrays. The broadcast shape replaces the advanced items
+    where they stand when they are adjacent, else goes first.
+
+    Costs one pass over the index arrays (bounds, mask counts), never over the result.
+
+    Raises: IndexError with NumPy's message (too many indices, out of bounds, mask shape,
+    arrays that do not broadcast).
+
+    Example:
+        >>> index_shape((2, 3, 4), (0, slice(None), np.array([0, 1])))
+        (2, 3)
+        >>> index_shape((1, 1), (np.zeros((60000, 1), int), np.zeros((1, 60000), int)))
+        (60000, 60000)
+
+    Clauses: L2.2 (getitem), L3.1 (embedding), H5.
+    """
+    shape = tuple(shape)
+    items = list(index) if isinstance(index, tuple) else [index]
+    for i, item in enumerate(items):
+        if not (item is None or item is Ellipsis or isinstance(item, slice) or _is_int(item)):
+            items[i] = item = np.asarray(item)
+            if item.dtype.kind not in "iub":
+                raise IndexError("only integers, slices (`:`), ellipsis (`...`), numpy.newaxis"
+                                 " (`None`) and integer or boolean arrays are valid indices")
+
+    def consumes(item: Any) -> int:                  # how many axes of `a` an item indexes
+        if item is None or item is Ellipsis:
+            return 0
+        return item.ndim if isinstance(item, np.ndarray) and item.dtype == bool else 1
+
+    if sum(item is Ellipsis for item in items) > 1:
+        raise IndexError("an index can only have a single ellipsis ('...')")
+    used = sum(consumes(item) for item in items)
+    if used > len(shape):
+        raise IndexError(f"too many indices for array: array is {len(shape)}-dimensional, but"
+                         f" {used} were indexed")
+    rest = [slice(None)] * (len(shape) - used)      # what "..." (or nothing, at the end) means
+    at = next((k for k, item in enumerate(items) if item is Ellipsis), len(items))
+    items[at:at + 1] = rest or items[at:at + 1]     # an empty "..." still separates (below)
+
+    advanced = any(isinstance(i, np.ndarray) and (i.ndim > 0 or i.dtype == bool) for i in items)
+    # NumPy checks in this order: masks against their axes, ints against theirs, the index
+    # arrays' broadcast, then — only if the broadcast is not empty — every array element.
+    basic: list[tuple[int, int]] = []               # (item position, size) of kept axes
+    adv: list[tuple[int, tuple[int, ...]]] = []     # (item position, shape) of advanced items
+    arrays: list[tuple[np.ndarray, int]] = []       # (integer index array, its axis)
+    ints: list[tuple[int, int]] = []                # (integer, its axis)
+    axis = 0
+    for pos, item in enumerate(items):
+        if item is Ellipsis:
+            continue
+        if item is None:
+            basic.append((pos, 1))
+        elif isinstance(item, slice):
+            basic.append((pos, len(range(*item.indices(shape[axis])))))
+            axis += 1
+        elif isinstance(item, np.ndarray) and item.dtype == bool:
+            for k, m in enumerate(item.shape):      # an empty mask axis matches any size
+                if m not in (0, shape[axis + k]):
+                    raise IndexError(f"boolean index did not match indexed array along axis"
+                                     f" {axis + k}; size of axis is {shape[axis + k]} but size"
+                                     f" of corresponding boolean axis is {m}")
+            adv += [(pos, (int(np.count_nonzero(item)),))] * max(item.ndim, 1)  # nonzero()
+            axis += item.ndim
+        else:                                       # an int (or 0-d array), or an int array
+            if np.ndim(item) == 0:
+                ints.append((int(item), axis))
+            else:
+                arrays.append((item, axis))
+            if advanced:
+                adv.append((pos, np.shape(item)))
+            axis += 1
+    for i, ax in ints:
+        if not -shape[ax] <= i < shape[ax]:
+            raise _out_of_bounds(i, ax, shape[ax])
+    if not advanced:
+        out = tuple(n for _, n in basic)
+    else:
+        try:
+            broadcast = tuple(np.broadcast_shapes(*(s for _, s in adv)))
+        except ValueError:
+            shapes = " ".join(str(s).replace(" ", "") for _, s in adv if s)
+            raise IndexError("shape mismatch: indexing arrays could not be broadcast together"
+                             f" with shapes {shapes} ") from None
+        if math.prod(broadcast):
+            for values, ax in arrays:
+                n = shape[ax]
+                if values.size and (values.max() >= n or values.min() < -n):
+                    first = np.argmax((values >= n) | (values < -n))       # NumPy names it
+                    raise _out_of_bounds(int(values.flat[first]), ax, n)
+        at = sorted({pos for pos, _ in adv})
+        if at == list(range(at[0], at[-1] + 1)):    # adjacent: the broadcast stands there
+            out = (*(n for p, n in basic if p < at[0]), *broadcast,
+                   *(n for p, n in basic if p > at[-1]))
+        else:                                       # separated: it goes first
+            out = (*broadcast, *(n for _, n in basic))
+    if len(out) > MAX_DIMS:
+        raise IndexError(f"number of dimensions must be within [0, {MAX_DIMS}], indexing"
+                         f" result would have {len(out)}")
+    return out
