@@ -72,7 +72,7 @@ class Limits:
     max_array_elements: int = 1_000_000    # elements of one variable (413)
     max_result_elements: int = 4_000_000   # elements of any node or intermediate (413)
     max_graph_elements: int = 4_000_000    # elements of all nodes together (413): each is sent
-    max_matmul_madds: int = 1_000_000_000  # multiply-adds of all matmuls (413)
+    max_matmul_madds: int = 1_000_000_000  # multiply-adds of all matmuls, with backward (413)
     max_check_elements: int = 2_000        # elements finite-differenced by check (413)
 
 

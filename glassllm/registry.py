@@ -6,11 +6,12 @@ Each `Op` holds its function, a summary, the clause it implements, its inputs (n
 differentiable or not, default, shape in glossary letters), its output kind and runnable
 examples in the wire format of `glassllm.wire`. Each op also has a **shape plan**: a
 function that, from the input shapes and values alone, computes the output shape, the size
-of every large intermediate and the matmul multiply-adds — before any compute, so a
-broadcast, `repeat_kv` or matmul that would explode is refused up front (H5).
-
-A plan costs time proportional to its inputs, never to its result: `glassllm.shapes`
-says how (the zero-byte `probe` for reshape and broadcast, `index_shape` for indexing).
+of every large intermediate (forward and backward: each matmul's output and gradients,
+attention's (B, H, n, n) scores, SwiGLU's F-wide hidden) and the matmul multiply-adds of
+forward + backward — before any compute, so a broadcast, `repeat_kv`, index or layer that
+would explode is refused up front (H5). A plan costs time proportional to its inputs,
+never to its result: `glassllm.shapes` says how (the zero-byte `probe` for reshape and
+broadcast, `index_shape` for indexing, `matmul_cost` for products).
 
 Pure Python + NumPy: no web framework here. Shape letters: see STYLE.md's glossary.
 """
@@ -26,7 +27,7 @@ import numpy as np
 from numpy.lib.array_utils import normalize_axis_index, normalize_axis_tuple
 
 from glassllm import Tensor, autograd, no_grad
-from glassllm.shapes import index_shape, matmul_shape, probe
+from glassllm.shapes import index_shape, matmul_cost, matmul_shape, probe
 from glassllm.wire import ARRAY_KINDS, WireError, coerce
 
 __all__ = [
@@ -123,7 +124,7 @@ class Plan:
     shape: tuple[int, ...]                   # the output shape
     blame: tuple[str, ...]                   # the inputs named if the output is too big
     sizes: tuple[tuple[str, int], ...] = ()  # (inputs named, element count) of intermediates
-    madds: int = 0                           # matmul multiply-adds of the forward pass
+    madds: int = 0                           # matmul multiply-adds, forward + backward
     madds_blame: str = ""
 
     @property
@@ -202,14 +203,23 @@ def _along_axis(args: dict) -> Plan:
     return Plan(shape, (name,))
 
 
-def _matmul(args: dict) -> Plan:
-    sa, sb = _shape(args, "a"), _shape(args, "b")
-    out, madds = matmul_shape(sa, sb)
-    # the backward builds each operand's gradient at the broadcast batch shape, then sums
-    batch = out[: max(len(sa), len(sb)) - 2] if min(len(sa), len(sb)) > 1 else ()
-    sizes = (("a", math.prod(batch) * math.prod(sa[-2:])),
-             ("b", math.prod(batch) * math.prod(sb[-2:])))
-    return Plan(out, ("a", "b"), sizes, madds, "a, b")
+def _product(sa: tuple[int, ...], sb: tuple[int, ...], names: str
+             ) -> tuple[tuple[int, ...], list[tuple[str, int]], int]:
+    """One matmul inside a plan: its output shape, the arrays it and its backward build
+    (output, both gradients), named by `names`, and its multiply-adds (forward + backward)."""
+    out, sizes, madds = matmul_cost(sa, sb)
+    return out, [(names, n) for n in sizes], madds
+
+
+def _matmul_plan(a: str, b: str) -> Callable[[dict], Plan]:
+    """a @ b (matmul; linear is x @ weight)."""
+    def plan_(args: dict) -> Plan:
+        out, sizes, madds = _product(_shape(args, a), _shape(args, b), f"{a}, {b}")
+        return Plan(out, (a, b), tuple(sizes), madds, f"{a}, {b}")
+    return plan_
+
+
+_matmul = _matmul_plan("a", "b")
 
 
 def _reshape(args: dict) -> Plan:
@@ -409,39 +419,39 @@ _ops += [
 # L7 layer ops (glassllm.layers), each a composition of the ops above
 # --------------------------------------------------------------------------------------
 
-def _linear(args: dict) -> Plan:
-    out, madds = matmul_shape(_shape(args, "x"), _shape(args, "weight"))
-    return Plan(out, ("x", "weight"), (), madds, "x, weight")
+_linear = _matmul_plan("x", "weight")
 
 
 def _swiglu(args: dict) -> Plan:
     x = _shape(args, "x")
-    hidden, m1 = matmul_shape(x, _shape(args, "w1"))                     # (…, F)
-    up, m3 = matmul_shape(x, _shape(args, "w3"))                         # (…, F)
-    gated = np.broadcast_shapes(hidden, up)
-    out, m2 = matmul_shape(gated, _shape(args, "w2"))                    # (…, d)
-    return Plan(out, ("x",), (("x, w1", math.prod(hidden)), ("x, w3", math.prod(up))),
+    gate, s1, m1 = _product(x, _shape(args, "w1"), "x, w1")               # (…, F)
+    up, s3, m3 = _product(x, _shape(args, "w3"), "x, w3")                 # (…, F)
+    hidden = np.broadcast_shapes(gate, up)                                 # silu(gate) · up
+    out, s2, m2 = _product(hidden, _shape(args, "w2"), "x, w1, w2, w3")   # (…, d)
+    return Plan(out, ("x",), (*s1, *s3, ("x, w1, w3", math.prod(hidden)), *s2),
                 m1 + m2 + m3, "x, w1, w2, w3")
 
 
 def _attention_sizes(args: dict) -> tuple[tuple[int, ...], list, int]:
+    """Attention's output shape, the arrays it builds and its multiply-adds (forward +
+    backward): the q / k / v projections, the (B, H, n, dk) heads with K and V repeated
+    to H heads, the (B, H, n, n) scores (masked, softmax'd), the output projection."""
     x, h, hkv = _shape(args, "x"), args["n_heads"], args["n_kv_heads"]
     if len(x) != 3:
         raise ValueError(f"attention: x must have shape (B, n, d); got shape {x}")
     if h < 1 or hkv < 1:
         raise WireError("n_heads" if h < 1 else "n_kv_heads", "must be a positive integer")
-    b, n, _ = x
-    madds, sizes = 0, []
+    b, n, d = x
+    dk = d // h
+    sizes, madds = [], 0
     for w in ("wq", "wk", "wv"):
-        proj, m = matmul_shape(x, _shape(args, w))                        # (B, n, ·)
-        madds += m
-        sizes.append((f"x, {w}", math.prod(proj)))
-    q = math.prod(matmul_shape(x, _shape(args, "wq"))[0])                  # B·n·H·dk
-    dk = max(q // max(b * n * h, 1), 1)
-    sizes += [("x, n_heads", b * h * n * n), ("x, n_heads", b * h * n * dk)]  # scores, heads
-    madds += 2 * b * h * n * n * dk                                      # q·kᵀ and weights·v
-    out, m = matmul_shape((b, n, h * dk), _shape(args, "wo"))
-    return out, sizes, madds + m
+        _, s, m = _product(x, _shape(args, w), f"x, {w}")                 # (B, n, H·dk | Hkv·dk)
+        sizes, madds = sizes + s, madds + m
+    heads = (b, h, n, dk)                                                  # q, repeat_kv(k), …
+    scores, s1, m1 = _product(heads, (b, h, dk, n), "x, n_heads")         # q·kᵀ: (B, H, n, n)
+    _, s2, m2 = _product(scores, heads, "x, n_heads")                     # weights·v
+    out, s3, m3 = _product((b, n, h * dk), _shape(args, "wo"), "x, wo")   # (B, n, d)
+    return out, [*sizes, *s1, *s2, *s3], madds + m1 + m2 + m3
 
 
 def _attention(args: dict) -> Plan:
@@ -450,9 +460,10 @@ def _attention(args: dict) -> Plan:
 
 
 def _block(args: dict) -> Plan:
-    out, sizes, madds = _attention_sizes(args)
+    out, sizes, madds = _attention_sizes(args)                            # rms_norm, + : (B, n, d)
     ffn = _swiglu({"x": probe(out), "w1": args["w1"], "w2": args["w2"], "w3": args["w3"]})
-    return Plan(out, ("x",), (*sizes, *ffn.sizes), madds + ffn.madds, ffn.madds_blame)
+    return Plan(out, ("x",), (*sizes, *ffn.sizes), madds + ffn.madds,
+                "x, wq, wk, wv, wo, w1, w2, w3")
 
 
 try:

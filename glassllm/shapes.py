@@ -8,6 +8,8 @@ is refused before any work — and before any work done only to find that out.
   shapes (60000, 1) and (1, 60000) walks all 3.6e9 result positions, zero bytes each
   (20 s of CPU). Indexing shapes are therefore computed by `index_shape`.
 - `matmul_shape(sa, sb)`: np.matmul's output shape and forward multiply-adds.
+- `matmul_cost(sa, sb)`: the same plus what ``autograd.matmul``'s backward builds, and
+  the multiply-adds of forward and backward together.
 - `index_shape(shape, index)`: ``a[index].shape`` by NumPy's basic and advanced indexing
   rules, with NumPy's IndexError messages, in time proportional to the index arrays.
 
@@ -22,7 +24,7 @@ from typing import Any
 
 import numpy as np
 
-__all__ = ["index_shape", "matmul_shape", "probe"]
+__all__ = ["index_shape", "matmul_cost", "matmul_shape", "probe"]
 
 _ZERO_BYTES = np.dtype([])
 MAX_DIMS = 64                                    # NumPy's limit on an array's dimensions
@@ -59,6 +61,26 @@ def matmul_shape(sa: tuple[int, ...], sb: tuple[int, ...]) -> tuple[tuple[int, .
     batch = np.broadcast_shapes(a2[:-2], b2[:-2])
     out = (*batch, *([a2[-2]] if len(sa) > 1 else []), *([b2[-1]] if len(sb) > 1 else []))
     return out, math.prod(batch) * a2[-2] * a2[-1] * b2[-1]
+
+
+def matmul_cost(sa: tuple[int, ...], sb: tuple[int, ...]
+                ) -> tuple[tuple[int, ...], tuple[int, int, int], int]:
+    """a @ b with its backward: (output shape, (elements of the output, of a's gradient as
+    computed, of b's gradient as computed), multiply-adds of forward + backward).
+
+    The backward is two products of the forward's size, g @ bᵀ and aᵀ @ g, so the
+    multiply-adds are 3× the forward's. A batched operand's gradient is computed at the
+    broadcast batch shape and then summed back to its own shape (unbroadcast, L0.5), so
+    one with fewer batch elements than the output — a (1, n, k) under a (B, k, m) — costs
+    an intermediate of batch × its own size. A 2-D operand does not: autograd.matmul folds
+    the batch into the product (a linear layer's weight: x.reshape(-1, k).T @ g.reshape(-1, m)).
+    """
+    out, madds = matmul_shape(sa, sb)
+    a2, b2 = _promoted(sa, sb)
+    batch = math.prod(np.broadcast_shapes(a2[:-2], b2[:-2]))
+    grad_a = math.prod(a2) if len(a2) == 2 else batch * a2[-2] * a2[-1]
+    grad_b = math.prod(b2) if len(b2) == 2 else batch * b2[-2] * b2[-1]
+    return out, (math.prod(out), grad_a, grad_b), 3 * madds
 
 
 # --------------------------------------------------------------------------------------

@@ -18,7 +18,7 @@ class Settings(BaseSettings):
     max_result_elements: int = 4_000_000
     """Elements of the output and of every large intermediate, from shapes, before work (413)."""
     max_matmul_madds: int = 1_000_000_000
-    """Multiply-adds of the matmuls of one forward pass (413); the backward costs about 2x."""
+    """Multiply-adds of every matmul of a request, forward + backward (3x the forward), 413."""
     max_concurrency: int = 2 * (os.cpu_count() or 1)
     """Computations running at once; more are refused with 503 and Retry-After."""
     retry_after_seconds: int = 1

@@ -1,8 +1,11 @@
-"""Shape plans (SPEC H5): every intermediate a request will cost is known from shapes
-before any work, and knowing it costs time proportional to the inputs only.
+"""Shape plans (SPEC H5): every intermediate and multiply-add a request will cost is known
+from shapes before any work, and knowing it costs time proportional to the inputs only.
 
-Indexing shapes come from `glassllm.shapes.index_shape`, which agrees with NumPy (shapes
-and messages) and never indexes anything.
+Layer ops (L7) are counted through their inside: each matmul's output and the gradients
+its backward builds, attention's (B, H, n, n) scores, SwiGLU's F-wide hidden, and the
+multiply-adds of forward + backward (3× the forward). Indexing shapes come from
+`glassllm.shapes.index_shape`, which agrees with NumPy (shapes and messages) and never
+indexes anything.
 """
 
 from __future__ import annotations
@@ -15,7 +18,7 @@ import pytest
 
 from glassllm import registry as R
 from glassllm import shapes
-from glassllm.shapes import index_shape
+from glassllm.shapes import index_shape, matmul_cost
 
 LIMITS = {"max_result_elements": 4_000_000, "max_matmul_madds": 10**9}   # the defaults
 P = R.probe
@@ -29,6 +32,74 @@ def refused(p: R.Plan) -> R.LimitError:
     with pytest.raises(R.LimitError) as err:
         R.check_limits(p, **LIMITS)
     return err.value
+
+
+# --------------------------------------------------------------------------------------
+# matmul and the layer ops: intermediates and multiply-adds, forward + backward
+# --------------------------------------------------------------------------------------
+
+def test_matmul_cost_counts_the_backward():
+    """L1.1: g @ bᵀ and aᵀ @ g cost what the forward does; a 2-D weight's gradient is
+    folded (autograd.matmul), a batched operand under a bigger batch is not."""
+    out, sizes, madds = matmul_cost((200, 1, 500), (500, 1000))
+    assert out == (200, 1, 1000) and madds == 3 * 200 * 500 * 1000
+    assert sizes == (200_000, 100_000, 500_000)                # out, grad x, grad weight
+    out, sizes, madds = matmul_cost((1, 4, 100), (500, 100, 4))
+    assert out == (500, 4, 4) and sizes == (8000, 500 * 4 * 100, 500 * 100 * 4)
+
+
+def test_linear_counts_multiply_adds_forward_and_backward():
+    """QA: x (2000, 1, 500) @ (500, 1000) was a 200 after 52 s and 8 GB."""
+    p = plan("linear", x=P((2000, 1, 500)), weight=P((500, 1000)))
+    assert p.shape == (2000, 1, 1000) and p.madds == 3_000_000_000
+    err = refused(p)
+    assert err.input == "x, weight" and "3000000000 multiply-adds" in err.rule
+    small = plan("linear", x=P((200, 1, 500)), weight=P((500, 1000)))
+    assert small.madds == 300_000_000
+    R.check_limits(small, **LIMITS)                            # folded gradient: fine
+
+
+def test_swiglu_counts_the_f_wide_hidden_and_all_three_products():
+    p = plan("swiglu", x=P((200, 1, 500)), w1=P((500, 1000)), w2=P((1000, 500)),
+             w3=P((500, 1000)))
+    assert p.madds == 3 * 3 * 200 * 500 * 1000
+    assert ("x, w1, w3", 200 * 1000) in p.sizes
+    wide = plan("swiglu", x=P((64, 128, 64)), w1=P((64, 1024)), w2=P((1024, 64)),
+                w3=P((64, 1024)))
+    err = refused(wide)
+    assert err.input == "x, w1" and "8388608 elements" in err.rule   # B·n·F = 64·128·1024
+
+
+def test_attention_counts_scores_and_every_product():
+    # x (B=2, n=3, d=4), H=2, Hkv=1, dk=2. Forward multiply-adds: q 2·3·4·4 = 96, k and v
+    # 2·3·4·2 = 48 each, q·kᵀ 2·2·3·2·3 = 72, weights·v 72, wo 2·3·4·4 = 96: 432.
+    args = {"x": P((2, 3, 4)), "wq": P((4, 4)), "wk": P((4, 2)), "wv": P((4, 2)),
+            "wo": P((4, 4)), "n_heads": 2, "n_kv_heads": 1, "cos": P((3, 1)), "sin": P((3, 1))}
+    p = plan("attention", **args)
+    assert p.shape == (2, 3, 4) and p.madds == 3 * 432
+    assert ("x, n_heads", 2 * 2 * 3 * 3) in p.sizes            # scores (B, H, n, n)
+    long = {**args, "x": P((1, 2048, 8)), "wq": P((8, 8)), "wk": P((8, 8)), "wv": P((8, 8)),
+            "wo": P((8, 8)), "n_heads": 4, "n_kv_heads": 4}
+    err = refused(plan("attention", **long))
+    assert err.input == "x, n_heads" and "16777216 elements" in err.rule   # 4 · 2048²
+
+
+def test_transformer_block_adds_the_ffn_to_attention():
+    w = {"x": P((2, 3, 4)), "attn_norm": P((4,)), "wq": P((4, 4)), "wk": P((4, 2)),
+         "wv": P((4, 2)), "wo": P((4, 4)), "ffn_norm": P((4,)), "w1": P((4, 8)),
+         "w2": P((8, 4)), "w3": P((4, 8)), "n_heads": 2, "n_kv_heads": 1, "cos": P((3, 1)),
+         "sin": P((3, 1)), "eps": 1e-6}
+    p = plan("transformer_block", **w)
+    ffn = 3 * (2 * 3 * 4 * 8) * 3                               # three (6 × 4 × 8) products
+    assert p.madds == 3 * 432 + ffn
+    assert p.madds_blame == "x, wq, wk, wv, wo, w1, w2, w3"
+
+
+def test_layer_example_plans_match_the_library():
+    for name in ("linear", "swiglu", "attention", "transformer_block"):
+        op = R.OPS[name]
+        args = R.coerce_inputs(op, op.examples[0].inputs)
+        assert R.plan(op, args).shape == R.run(op, args).value.shape, name
 
 
 # --------------------------------------------------------------------------------------

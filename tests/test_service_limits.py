@@ -15,7 +15,8 @@ from service.settings import Settings
 
 @pytest.fixture(scope="module")
 def client():
-    with TestClient(create_app(Settings())) as c:
+    # a body limit large enough for the QA pass's payloads (x of 2000 × 500 zeros)
+    with TestClient(create_app(Settings(max_body_bytes=32 * 1024 * 1024))) as c:
         yield c
 
 
@@ -32,6 +33,27 @@ def too_large(r, names: str, rule: str) -> None:
     assert r.status_code == 413, r.text[:300]
     err = r.json()["error"]
     assert err["code"] == "too_large" and err["input"] == names and rule in err["message"]
+
+
+def test_linear_with_a_batched_x_is_413_before_computing(client):
+    r = post(client, "/api/v1/ops/linear",
+             {"inputs": {"x": zeros(2000, 1, 500), "weight": zeros(500, 1000)}})
+    too_large(r, "x, weight", "3000000000 multiply-adds")
+
+
+def test_swiglu_with_a_batched_x_is_413_before_computing(client):
+    r = post(client, "/api/v1/ops/swiglu",
+             {"inputs": {"x": zeros(2000, 1, 500), "w1": zeros(500, 1000),
+                         "w2": zeros(1000, 500), "w3": zeros(500, 1000)}})
+    too_large(r, "x, w1, w2, w3", "9000000000 multiply-adds")
+
+
+def test_attention_scores_are_counted(client):
+    ws = {w: zeros(8, 8) for w in ("wq", "wk", "wv", "wo")}
+    r = post(client, "/api/v1/ops/attention",
+             {"inputs": {"x": zeros(1, 2048, 8), **ws, "n_heads": 4, "n_kv_heads": 4,
+                         "cos": zeros(2048, 1), "sin": zeros(2048, 1)}})
+    too_large(r, "x, n_heads", "16777216 elements")
 
 
 def test_getitem_with_huge_broadcast_index_arrays_is_413(client):
@@ -52,3 +74,13 @@ def test_embedding_with_a_million_ids_is_413(client):
     r = post(client, "/api/v1/ops/embedding",
              {"inputs": {"weight": zeros(4, 1000), "ids": [0] * 1_000_000}})
     too_large(r, "weight, ids", "1000000000 elements")
+
+
+def test_a_linear_layer_under_the_limits_still_runs(client):
+    """The folded weight gradient (autograd.matmul) makes (200, 1, 500) @ (500, 1000) cheap."""
+    x = np.full((200, 1, 500), 0.5)
+    r = post(client, "/api/v1/ops/linear",
+             {"inputs": {"x": x.tolist(), "weight": np.ones((500, 1000)).tolist()}})
+    assert r.status_code == 200 and r.json()["shape"] == [200, 1, 1000]
+    assert r.json()["value"][0][0][:2] == [250.0, 250.0]
+    assert np.array(r.json()["grads"]["weight"])[0, 0] == 100.0     # sum over 200 rows of 0.5
