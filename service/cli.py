@@ -19,6 +19,11 @@ def main(argv: list[str] | None = None) -> None:
     except ImportError as exc:
         raise SystemExit(f"glassllm-sandbox needs the service extra: pip install"
                          f" 'glassllm[service]' ({exc})") from None
+    from service.settings import Settings, SettingsError
+    try:
+        Settings()              # a bad GLASSLLM_* variable stops here, named, not in a worker
+    except SettingsError as exc:
+        raise SystemExit(f"glassllm-sandbox: {exc}") from None
     uvicorn.run("service.app:create_app", factory=True, host=args.host, port=args.port,
                 workers=args.workers, log_level=args.log_level, access_log=False)
 

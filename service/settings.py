@@ -1,30 +1,74 @@
-"""Limits and options (SPEC H5), each settable by an environment variable GLASSLLM_<NAME>."""
+"""Limits and options (SPEC H5), each settable by an environment variable GLASSLLM_<NAME>.
+
+Every limit is bounded: a value outside its range (``GLASSLLM_MAX_CONCURRENCY=0`` would
+refuse every request with 503 while /readyz said ready) stops the sandbox at startup with
+a `SettingsError` that names the variable, the value and the rule.
+"""
+
+from __future__ import annotations
 
 import os
 from pathlib import Path
+from typing import Annotated, Any
 
+from pydantic import Field, ValidationError, field_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
+
+ENV_PREFIX = "GLASSLLM_"
+GiB = 1024 ** 3
+
+
+class SettingsError(ValueError):
+    """One line per bad setting: ``GLASSLLM_<NAME>='value': the rule``."""
+
+
+def _positive(le: int) -> Any:
+    return Field(ge=1, le=le)
 
 
 class Settings(BaseSettings):
-    model_config = SettingsConfigDict(env_prefix="GLASSLLM_", frozen=True)
+    model_config = SettingsConfigDict(env_prefix=ENV_PREFIX, frozen=True)
 
-    max_body_bytes: int = 8 * 1024 * 1024
+    max_body_bytes: Annotated[int, _positive(GiB)] = 8 * 1024 * 1024
     """Request body size, enforced while reading, before parsing (413)."""
-    max_json_depth: int = 32
-    """Nesting of [ and { in a request body (422); a 4-D array sits at depth 6."""
-    max_array_elements: int = 1_000_000
+    max_json_depth: Annotated[int, Field(ge=2, le=1024)] = 32
+    """Nesting of [ and { in a request body (422); a 4-D array sits at depth 6. At least 2
+    ({"inputs": {...}}); orjson itself stops at 1024."""
+    max_array_elements: Annotated[int, _positive(10**9)] = 1_000_000
     """Elements of any one input array (413)."""
-    max_result_elements: int = 4_000_000
+    max_result_elements: Annotated[int, _positive(10**10)] = 4_000_000
     """Elements of the output and of every large intermediate, from shapes, before work (413)."""
-    max_matmul_madds: int = 1_000_000_000
+    max_matmul_madds: Annotated[int, _positive(10**15)] = 1_000_000_000
     """Multiply-adds of every matmul of a request, forward + backward (3x the forward), 413."""
-    max_concurrency: int = 2 * (os.cpu_count() or 1)
+    max_concurrency: Annotated[int, _positive(1024)] = 2 * (os.cpu_count() or 1)
     """Computations running at once; more are refused with 503 and Retry-After."""
-    retry_after_seconds: int = 1
-    max_expression_length: int = 2000
+    retry_after_seconds: Annotated[int, _positive(3600)] = 1
+    """The Retry-After of a 503."""
+    max_expression_length: Annotated[int, _positive(1_000_000)] = 2000
     """Characters of a /api/v1/eval expression (422 above)."""
-    max_check_elements: int = 2000
-    """Elements finite-differenced by /api/v1/eval's "check": true (413 above)."""
+    max_check_elements: Annotated[int, Field(ge=0, le=1_000_000)] = 2000
+    """Elements finite-differenced by /api/v1/eval's "check": true (413 above; 0: no check)."""
     static_dir: Path | None = None
     """Where the page lives; default: the copy shipped in the wheel, else the repo's static/."""
+
+    @field_validator("static_dir")
+    @classmethod
+    def _has_the_page(cls, value: Path | None) -> Path | None:
+        if value is not None and not (value / "index.html").is_file():
+            raise ValueError(f"{value} holds no index.html")
+        return value
+
+    def __init__(self, **values: Any) -> None:
+        try:
+            super().__init__(**values)
+        except ValidationError as exc:
+            raise SettingsError(describe(exc)) from None
+
+
+def describe(exc: ValidationError) -> str:
+    """pydantic's errors in the words of the environment: which variable, what value, why."""
+    lines = []
+    for err in exc.errors():
+        field = str(err["loc"][0]) if err["loc"] else "?"
+        lines.append(f"{ENV_PREFIX}{field.upper()}={err.get('input')!r}: {err['msg']}")
+    return "invalid settings: " + "; ".join(lines)

@@ -1,0 +1,61 @@
+"""Settings (SPEC H5): every limit is bounded, and a bad GLASSLLM_* variable stops the
+sandbox at startup with a message naming the variable, the value and the rule — never a
+sandbox that starts and then refuses everything (GLASSLLM_MAX_CONCURRENCY=0: every
+request 503 while /readyz said ready, capacity 0)."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+import pytest
+from sandbox_server import ROOT
+
+from service.app import create_app
+from service.settings import Settings, SettingsError
+
+
+@pytest.mark.parametrize("name,value,rule", [
+    ("MAX_CONCURRENCY", "0", "greater than or equal to 1"),
+    ("MAX_CONCURRENCY", "-3", "greater than or equal to 1"),
+    ("MAX_CONCURRENCY", "100000", "less than or equal to 1024"),
+    ("MAX_BODY_BYTES", "0", "greater than or equal to 1"),
+    ("MAX_BODY_BYTES", "8MiB", "valid integer"),
+    ("MAX_JSON_DEPTH", "1", "greater than or equal to 2"),
+    ("MAX_ARRAY_ELEMENTS", "0", "greater than or equal to 1"),
+    ("MAX_RESULT_ELEMENTS", "-1", "greater than or equal to 1"),
+    ("MAX_MATMUL_MADDS", "0", "greater than or equal to 1"),
+    ("RETRY_AFTER_SECONDS", "0", "greater than or equal to 1"),
+    ("MAX_EXPRESSION_LENGTH", "0", "greater than or equal to 1"),
+    ("MAX_CHECK_ELEMENTS", "-1", "greater than or equal to 0"),
+    ("STATIC_DIR", "/nonexistent", "holds no index.html"),
+])
+def test_a_bad_variable_is_refused_by_name(monkeypatch, name, value, rule):
+    monkeypatch.setenv(f"GLASSLLM_{name}", value)
+    with pytest.raises(SettingsError) as err:
+        create_app()
+    assert f"GLASSLLM_{name}={value!r}" in str(err.value) and rule in str(err.value)
+
+
+def test_every_bad_variable_is_named_at_once(monkeypatch):
+    monkeypatch.setenv("GLASSLLM_MAX_CONCURRENCY", "0")
+    monkeypatch.setenv("GLASSLLM_MAX_BODY_BYTES", "0")
+    with pytest.raises(SettingsError, match=r"MAX_BODY_BYTES='0'.*MAX_CONCURRENCY='0'"):
+        Settings()
+
+
+def test_good_values_and_the_edges_of_the_ranges_pass(monkeypatch):
+    monkeypatch.setenv("GLASSLLM_MAX_CONCURRENCY", "1")
+    monkeypatch.setenv("GLASSLLM_MAX_CHECK_ELEMENTS", "0")           # 0: check refused
+    s = Settings(max_json_depth=2)
+    assert (s.max_concurrency, s.max_check_elements, s.max_json_depth) == (1, 0, 2)
+    assert Settings().max_body_bytes == 8 * 1024 * 1024
+
+
+def test_the_console_script_exits_at_startup_naming_the_variable():
+    env = {"GLASSLLM_MAX_CONCURRENCY": "0", "PATH": "/usr/bin:/bin"}
+    r = subprocess.run([sys.executable, "-m", "service.cli", "--port", "1"], cwd=ROOT, env=env,
+                       capture_output=True, text=True, timeout=60)
+    assert r.returncode == 1
+    assert r.stderr.strip() == ("glassllm-sandbox: invalid settings: GLASSLLM_MAX_CONCURRENCY="
+                                "'0': Input should be greater than or equal to 1")
