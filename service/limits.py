@@ -12,11 +12,14 @@ from service.errors import ApiError
 from service.settings import Settings
 
 
-async def read_body(request: Request, settings: Settings) -> bytes:
-    """The request body, refused with 413 as soon as it passes the limit (never buffered whole)."""
+async def read_body(request: Request, settings: Settings, op: str | None = None) -> bytes:
+    """The request body, refused with 413 as soon as it passes the limit (never buffered whole).
+
+    `op`: the registry op the path names, if any, so the refusal names it like every other.
+    """
     limit = settings.max_body_bytes
     too_big = ApiError(413, "body_too_large", f"the request body exceeds {limit} bytes"
-                       " (GLASSLLM_MAX_BODY_BYTES)", input="request body",
+                       " (GLASSLLM_MAX_BODY_BYTES)", op=op, input="request body",
                        headers={"Connection": "close"})
     declared = request.headers.get("content-length")
     if declared is not None and declared.isdigit() and int(declared) > limit:
@@ -30,11 +33,11 @@ async def read_body(request: Request, settings: Settings) -> bytes:
     return b"".join(chunks)
 
 
-def check_depth(body: bytes, settings: Settings) -> None:
+def check_depth(body: bytes, settings: Settings, op: str | None = None) -> None:
     depth = json_depth(body)
     if depth > settings.max_json_depth:
         raise ApiError(422, "too_deep", f"JSON nesting depth {depth} exceeds"
-                       f" {settings.max_json_depth} (GLASSLLM_MAX_JSON_DEPTH)",
+                       f" {settings.max_json_depth} (GLASSLLM_MAX_JSON_DEPTH)", op=op,
                        input="request body")
 
 

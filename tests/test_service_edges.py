@@ -24,6 +24,45 @@ def error(r, status: int) -> dict:
 
 
 # --------------------------------------------------------------------------------------
+# H4: the 404 reads as two sentences
+# --------------------------------------------------------------------------------------
+
+def test_unknown_op_message_has_a_separator(client):
+    err = error(client.get("/api/v1/ops/__class__"), 404)
+    assert err["message"] == "there is no op named '__class__'. Every op: GET /api/v1/ops"
+    err = error(client.post("/api/v1/ops/softmx", json={"inputs": {}}), 404)
+    assert err["message"].startswith("there is no op named 'softmx'; did you mean softmax")
+    assert err["message"].endswith("? Every op: GET /api/v1/ops")
+
+
+# --------------------------------------------------------------------------------------
+# H4/H5: refusals of the body name the op the path names
+# --------------------------------------------------------------------------------------
+
+def test_body_too_large_names_the_op(client):
+    big = b'{"inputs": {"a": [' + b"1.0," * 400 + b"1.0]}}"
+    err = error(client.post("/api/v1/ops/softmax", content=big,
+                            headers={"Content-Type": "application/json"}), 413)
+    assert err["op"] == "softmax" and err["input"] == "request body"
+
+    def streamed():                        # no Content-Length: counted while reading
+        yield b'{"inputs": {"a": ['
+        for _ in range(400):
+            yield b"1.0,"
+        yield b"1.0]}}"
+    err = error(client.post("/api/v1/ops/softmax", content=streamed(),
+                            headers={"Content-Type": "application/json"}), 413)
+    assert err["op"] == "softmax" and err["code"] == "body_too_large"
+
+
+def test_too_deep_names_the_op(client):
+    deep = b'{"inputs": {"a": ' + b"[" * 10 + b"1.0" + b"]" * 10 + b"}}"
+    err = error(client.post("/api/v1/ops/exp", content=deep,
+                            headers={"Content-Type": "application/json"}), 422)
+    assert err["op"] == "exp" and err["code"] == "too_deep"
+
+
+# --------------------------------------------------------------------------------------
 # the README points at the contract in words, not with a link that breaks in a clone
 # --------------------------------------------------------------------------------------
 

@@ -25,8 +25,8 @@ def find(name: str) -> Op:
     op = registry.get(name)
     if op is None:
         close = difflib.get_close_matches(name, list(registry.OPS), n=5, cutoff=0.5)
-        hint = f"; did you mean {', '.join(close)}?" if close else ""
-        raise ApiError(404, "unknown_op", f"there is no op named {name[:60]!r}{hint} The ops:"
+        hint = f"; did you mean {', '.join(close)}?" if close else "."
+        raise ApiError(404, "unknown_op", f"there is no op named {name[:60]!r}{hint} Every op:"
                        " GET /api/v1/ops", input="name", close=close)
     return op
 
@@ -48,11 +48,11 @@ async def run_op(op: Op, request: Request) -> Response:
     if ctype != "application/json" and not ctype.endswith("+json"):
         raise ApiError(415, "unsupported_media_type", f"Content-Type must be application/json;"
                        f" got {ctype or 'none'!r}", op=op.name, input="Content-Type")
-    body = await read_body(request, settings)
+    body = await read_body(request, settings, op=op.name)
     if not body.strip():
         raise ApiError(422, "invalid_request", 'the body is empty; send {"inputs": {...}}',
                        op=op.name, input="request body")
-    check_depth(body, settings)
+    check_depth(body, settings, op=op.name)
     try:
         parsed = orjson.loads(body)
     except orjson.JSONDecodeError as exc:
