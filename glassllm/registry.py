@@ -39,7 +39,9 @@ __all__ = [
     "Op",
     "OpResult",
     "Plan",
+    "check_grad_output_has_a_backward",
     "check_limits",
+    "check_requires_grad",
     "coerce_inputs",
     "get",
     "matmul_shape",
@@ -574,6 +576,18 @@ def check_requires_grad(op: Op, requires_grad: Sequence[str] | None) -> tuple[st
     return tuple(dict.fromkeys(requires_grad))
 
 
+def check_grad_output_has_a_backward(op: Op, wanted: Sequence[str], grad_output: Any) -> None:
+    """A seed with nothing to seed is refused, not silently dropped (H2, 422)."""
+    if grad_output is None:
+        return
+    if op.output == "ndarray":
+        raise WireError("grad_output", f"{op.name} returns an ndarray (L0.2): there is no"
+                                       " backward to seed")
+    if not wanted:
+        raise WireError("grad_output", "no input requires grad (requires_grad is empty), so"
+                                       " there is no backward to seed")
+
+
 def run(op: Op, args: dict, requires_grad: Sequence[str] | None = None,
         grad_output: np.ndarray | None = None) -> OpResult:
     """Forward, then backward from `grad_output` (default ones: the gradient of the sum, H2).
@@ -582,9 +596,7 @@ def run(op: Op, args: dict, requires_grad: Sequence[str] | None = None,
     input, so each call owns its graph (H6).
     """
     wanted = check_requires_grad(op, requires_grad)
-    if op.output == "ndarray" and grad_output is not None:
-        raise WireError("grad_output", f"{op.name} returns an ndarray (L0.2): there is no"
-                                       " backward to seed")
+    check_grad_output_has_a_backward(op, wanted, grad_output)
     call = []
     for spec in op.inputs:
         value = args[spec.name]

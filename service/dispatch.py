@@ -57,12 +57,10 @@ def compute(op: Op, body: Any, maybe_bools: bool, settings: Settings) -> bytes:
             raise numpy_error(op, inputs, exc) from None
         registry.check_limits(plan, max_result_elements=settings.max_result_elements,
                               max_matmul_madds=settings.max_matmul_madds)
-        registry.check_requires_grad(op, requires_grad)
+        wanted = registry.check_requires_grad(op, requires_grad)
+        registry.check_grad_output_has_a_backward(op, wanted, grad_output)
         g = None
         if grad_output is not None:
-            if op.output == "ndarray":
-                raise WireError("grad_output", f"{op.name} returns an ndarray (L0.2): it has no"
-                                " backward to seed")
             g = coerce("tensor", "grad_output", grad_output, maybe_bools=maybe_bools)
             if g.shape != plan.shape:
                 raise WireError("grad_output", f"has shape {list(g.shape)} but the output of"

@@ -4,10 +4,13 @@ and the README's pointer to the contract."""
 
 from __future__ import annotations
 
+import numpy as np
 import pytest
 from fastapi.testclient import TestClient
 from sandbox_server import ROOT
 
+from glassllm import registry as R
+from glassllm.wire import WireError
 from service.app import create_app
 from service.settings import Settings
 
@@ -33,6 +36,36 @@ def test_unknown_op_message_has_a_separator(client):
     err = error(client.post("/api/v1/ops/softmx", json={"inputs": {}}), 404)
     assert err["message"].startswith("there is no op named 'softmx'; did you mean softmax")
     assert err["message"].endswith("? Every op: GET /api/v1/ops")
+
+
+# --------------------------------------------------------------------------------------
+# H2: a grad_output with no backward to seed is refused, not ignored
+# --------------------------------------------------------------------------------------
+
+def test_grad_output_with_empty_requires_grad_is_422(client):
+    body = {"inputs": {"a": [1.0, 2.0]}, "requires_grad": [], "grad_output": [5.0, 7.0]}
+    err = error(client.post("/api/v1/ops/exp", json=body), 422)
+    assert err["input"] == "grad_output" and err["op"] == "exp"
+    assert "no input requires grad" in err["message"]
+    assert "no backward to seed" in err["message"]
+    r = client.post("/api/v1/ops/exp", json={"inputs": {"a": [0.0]}, "requires_grad": []})
+    assert r.status_code == 200 and r.json()["grads"] == {} and r.json()["value"] == [1.0]
+
+
+def test_the_library_refuses_it_too():
+    op = R.OPS["exp"]
+    with pytest.raises(WireError, match="no input requires grad") as err:
+        R.run(op, R.coerce_inputs(op, {"a": [1.0]}), [], np.ones(1))
+    assert err.value.input == "grad_output"
+    seeded = R.run(op, R.coerce_inputs(op, {"a": [0.0]}), None, np.array([3.0]))
+    assert seeded.grads["a"].tolist() == [3.0]                          # exp'(0) · 3
+
+
+def test_eval_grad_output_without_a_variable_requiring_grad_is_422(client):
+    body = {"expression": "exp(x)", "variables": {"x": {"value": [1.0], "requires_grad": False}},
+            "grad_output": [2.0]}
+    err = error(client.post("/api/v1/eval", json=body), 422)
+    assert err["input"] == "grad_output" and "does not require grad" in err["message"]
 
 
 # --------------------------------------------------------------------------------------
