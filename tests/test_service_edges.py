@@ -69,6 +69,23 @@ def test_eval_grad_output_without_a_variable_requiring_grad_is_422(client):
 
 
 # --------------------------------------------------------------------------------------
+# H7: HEAD probes
+# --------------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("path", ["/healthz", "/readyz"])
+def test_head_on_the_probes_is_200(client, path):
+    r = client.head(path)
+    assert r.status_code == 200 and r.content == b""
+    assert r.headers["content-type"] == "application/json"
+    assert int(r.headers["content-length"]) == len(client.get(path).content)
+
+
+def test_head_stays_out_of_the_schema(client):
+    paths = client.get("/openapi.json").json()["paths"]
+    assert set(paths["/healthz"]) == {"get"} and set(paths["/readyz"]) == {"get"}
+
+
+# --------------------------------------------------------------------------------------
 # H4/H5: refusals of the body name the op the path names
 # --------------------------------------------------------------------------------------
 
