@@ -221,4 +221,7 @@ def main() -> None:
 
 
 if __name__ == "__main__":
+    from glassllm.runtime import tune_malloc
+
+    tune_malloc()  # as the sandbox and the CLI do; see glassllm/runtime.py
     main()

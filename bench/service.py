@@ -114,4 +114,7 @@ def main() -> None:
 
 
 if __name__ == "__main__":
+    from glassllm.runtime import tune_malloc
+
+    tune_malloc()  # the floor runs here; the server tunes itself in create_app
     main()

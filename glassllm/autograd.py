@@ -105,6 +105,12 @@ def _axes(axis: Any, ndim: int) -> tuple[int, ...]:
     return tuple(sorted(operator.index(a) % ndim if ndim else 0 for a in axis))
 
 
+def _reduced_shape(shape: tuple[int, ...], axis: Any) -> tuple[int, ...]:
+    """`shape` without the axes a reduction over `axis` removes (keepdims=False)."""
+    gone = _axes(axis, len(shape))
+    return tuple(n for i, n in enumerate(shape) if i not in gone)
+
+
 def _keepdims_grad(g: np.ndarray, axis: Any, keepdims: bool, ndim: int) -> np.ndarray:
     """Put back the reduced axes of `g` as size-1 axes, ready to broadcast."""
     if keepdims or ndim == 0:
@@ -267,18 +273,41 @@ def pow(a: Any, exponent: Any) -> Tensor:
     """
     a = _t(a)
     p = _constant(exponent, "pow", "exponent")
-    out = a.data**p
+    out = _power(a.data, p)
     a_data = a.data  # saved for backward
 
     def backward(g: np.ndarray):
         if np.all(p != 0):
-            local = p * a_data ** (p - 1)
+            local = p * _power(a_data, p - 1)
         else:  # the zero-exponent positions are replaced, so hide their 0 ** -1
             with np.errstate(divide="ignore", invalid="ignore"):
-                local = np.where(p == 0, 0.0, p * a_data ** (p - 1))
+                local = np.where(p == 0, 0.0, p * _power(a_data, p - 1))
         return (unbroadcast(g * local, a_data.shape),)
 
     return Tensor._make(out, (a,), "pow", backward)
+
+
+def _power(x: np.ndarray, p: np.ndarray) -> np.ndarray:
+    """x ** p, with the exact short forms PyTorch uses for common scalar exponents.
+
+    x*x*x is ~30x faster than the general `pow` and is what PyTorch computes for x ** 3,
+    so glassllm's numbers match it; 2, 0.5 and -1 are NumPy's own fast paths too.
+    """
+    if p.ndim == 0:
+        e = float(p)
+        if e == 2.0:
+            return x * x
+        if e == 3.0:
+            return x * x * x
+        if e == 0.5:
+            return np.sqrt(x)
+        if e == -0.5:
+            return 1.0 / np.sqrt(x)
+        if e == -1.0:
+            return 1.0 / x
+        if e == -2.0:
+            return 1.0 / (x * x)
+    return x**p
 
 
 def _rpow(base: Any, exponent: Any) -> Tensor:
@@ -493,12 +522,14 @@ def max(a: Any, axis: Any = None, keepdims: bool = False) -> Tensor:
     Clauses: L2.1, L2.5.
     """
     a = _t(a)
-    out = np.max(a.data, axis=axis, keepdims=keepdims)
     a_data = a.data  # saved for backward
+    top = np.max(a_data, axis=axis, keepdims=True)  # saved for backward: the slice maxima
+    out = top if keepdims else top.reshape(_reduced_shape(a_data.shape, axis))
 
     def backward(g: np.ndarray):
-        top = np.max(a_data, axis=axis, keepdims=True)
-        hit = (a_data == top) | (np.isnan(a_data) & np.isnan(top))
+        hit = a_data == top
+        if np.isnan(top).any():  # a NaN max: the gradient goes to the NaN positions
+            hit |= np.isnan(a_data) & np.isnan(top)
         count = np.sum(hit, axis=axis, keepdims=True)
         g = _keepdims_grad(g, axis, keepdims, a_data.ndim)
         return (np.where(hit, g / count, 0.0),)
@@ -579,7 +610,11 @@ def getitem(a: Any, index: Any) -> Tensor:
     )
     a_data = a.data  # saved for backward
 
+    rows = isinstance(index, np.ndarray) and index.dtype.kind in "iu" and a_data.ndim > 0
+
     def backward(g: np.ndarray):
+        if rows:  # a[ids]: whole rows, as embedding's backward (sorted scatter-add)
+            return (_scatter_add_rows(a_data.shape, index, g),)
         ga = np.zeros_like(a_data)
         if advanced:
             np.add.at(ga, index, g)  # repeated positions accumulate

@@ -29,6 +29,7 @@ from pathlib import Path
 import numpy as np
 
 from glassllm.layers import GlassConfig, GlassLM
+from glassllm.runtime import tune_malloc
 from glassllm.tokenizer import ByteTokenizer
 from glassllm.train import TrainingDiverged, default_corpus, train
 
@@ -385,6 +386,7 @@ def _generate(args: argparse.Namespace) -> int:
 def main(argv: list[str] | None = None) -> int:
     """Run the CLI. Bad input exits 2 (argparse's SystemExit); failures while running, 1."""
     args = _build_parser().parse_args(argv)
+    tune_malloc()  # this process is ours: keep freed NumPy buffers for reuse (runtime.py)
     try:
         return _train(args) if args.command == "train" else _generate(args)
     except _UsageError as exc:

@@ -273,3 +273,16 @@ def test_matmul_backward_for_a_shared_weight_never_builds_per_batch_outer_produc
     tracemalloc.stop()
     assert peak < 1_000_000, peak  # a (200, 50, 100) float64 intermediate is 8 MB
     np.testing.assert_allclose(w.grad, np.einsum("bnk,bnm->km", x.data, g), rtol=1e-12)
+
+
+def test_pow_uses_pytorchs_exact_short_forms_for_common_exponents():
+    x = np.random.default_rng(2).uniform(0.1, 3.0, size=50)
+    t = Tensor(x)
+    assert np.array_equal(ag.pow(t, 3).data, x * x * x)  # what torch computes for x ** 3
+    assert np.array_equal(ag.pow(t, 2).data, x * x)
+    assert np.array_equal(ag.pow(t, -2).data, 1.0 / (x * x))
+    assert np.array_equal(ag.pow(t, 0.5).data, np.sqrt(x))
+    assert np.array_equal(ag.pow(t, -0.5).data, 1.0 / np.sqrt(x))
+    assert np.array_equal(ag.pow(t, 1.7).data, x**1.7)
+    with pytest.warns(RuntimeWarning, match="divide by zero"):
+        assert ag.pow(Tensor([0.0]), -0.5).data[0] == np.inf

@@ -38,6 +38,9 @@ CASES = {
     "pow int exponent": (lambda a: ag.pow(a, 3), lambda: (T(2, 3),)),
     "pow fractional exponent": (lambda a: ag.pow(a, 0.5), lambda: (pos(4),)),
     "pow negative exponent": (lambda a: ag.pow(a, -2.0), lambda: (pos(2, 2),)),
+    "pow exponent -0.5": (lambda a: ag.pow(a, -0.5), lambda: (pos(3),)),
+    "pow exponent -1": (lambda a: ag.pow(a, -1), lambda: (pos(3),)),
+    "pow exponent 1.5": (lambda a: ag.pow(a, 1.5), lambda: (pos(3),)),
     "pow array exponent broadcasts a": (
         lambda a: ag.pow(a, np.array([[1.0, 2.0, 3.0]])),
         lambda: (pos(2, 1),),
@@ -82,6 +85,10 @@ CASES = {
     "getitem repeated advanced": (
         lambda a: ag.getitem(a, np.array([0, 2, 0, 0])),
         lambda: (T(3, 2),),
+    ),
+    "getitem 2-D int array of a 1-D tensor": (
+        lambda a: ag.getitem(a, np.array([[3, 0], [3, -1]])),
+        lambda: (T(4),),
     ),
     "getitem 2 advanced arrays, repeats": (
         lambda a: ag.getitem(a, (np.array([[0, 1], [0, 1]]), np.array([2, 2]))),
