@@ -916,6 +916,11 @@ def cross_entropy_grad(logits: Any, targets: Any) -> np.ndarray:
     logits = np.asarray(logits, dtype=np.float64)
     targets = _int_array(targets, "cross_entropy_grad", "targets")
     _check_ce(logits, targets)
+    return _cross_entropy_grad_data(logits, targets)
+
+
+def _cross_entropy_grad_data(logits: np.ndarray, targets: np.ndarray) -> np.ndarray:
+    """cross_entropy_grad on inputs already checked (the loss's backward checked them once)."""
     n = logits.shape[0]
     grad = _softmax_data(logits, -1)  # a fresh array: safe to modify
     grad[np.arange(n), targets] -= 1.0
@@ -957,7 +962,7 @@ def cross_entropy(logits: Any, targets: Any) -> Tensor:
     out = -np.sum(logp[np.arange(x.shape[0]), targets]) / x.shape[0]  # N = 0 gives 0/0 = NaN
 
     def backward(g: np.ndarray):
-        grad = cross_entropy_grad(x, targets)  # a fresh (N, V) array
+        grad = _cross_entropy_grad_data(x, targets)  # cross_entropy_grad, inputs checked above
         grad *= g  # g is the incoming 0-d gradient of the loss
         return (grad,)
 
