@@ -5,6 +5,7 @@ strict int / bool kinds take the exact path of `glassllm.wire` only when needed.
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 import numpy as np
@@ -12,24 +13,27 @@ import orjson
 
 from glassllm.wire import encode_array
 
-_OPEN = np.zeros(256, dtype=np.int8)
-_OPEN[[ord("["), ord("{")]] = 1
-_OPEN[[ord("]"), ord("}")]] = -1
+_ESCAPE = re.compile(rb"\\.", re.S)  # a backslash and the byte it escapes
+_NOT_STRUCTURE = bytes(c for c in range(256) if c not in b'[]{}"')
+_STEP = np.zeros(256, dtype=np.int64)
+_STEP[[ord("["), ord("{")]] = 1
+_STEP[[ord("]"), ord("}")]] = -1
 
 
 def json_depth(body: bytes) -> int:
-    """The deepest nesting of [ and { in `body`, without parsing it (vectorised).
+    """The deepest nesting of [ and { in `body`, without parsing it.
 
-    Brackets inside strings are skipped by quote parity; an escaped quote (\\") is
-    recognised, an escaped backslash before a closing quote is not — at worst that makes
-    the count approximate for such strings, and orjson still refuses past depth 1024.
+    Only the order of the structural bytes matters, so C-speed `bytes` methods first drop
+    escape pairs (so \\" is not a quote) and then every byte but [ ] { } and "; NumPy
+    then counts on what is left, skipping brackets inside strings by quote parity. For a
+    2.6 MB array body this is ~1 ms (a vectorised pass over every byte took 13 ms).
     """
-    b = np.frombuffer(body, dtype=np.uint8)
-    quote = b == ord('"')
-    quote[1:] &= b[:-1] != ord("\\")
-    outside = (np.cumsum(quote, dtype=np.int64) & 1) == 0
-    steps = np.where(outside, _OPEN[b], 0)
-    return int(np.cumsum(steps, dtype=np.int64).max(initial=0))
+    if b"\\" in body:
+        body = _ESCAPE.sub(b"", body)
+    b = np.frombuffer(body.translate(None, _NOT_STRUCTURE), dtype=np.uint8)
+    outside = (np.cumsum(b == ord('"')) & 1) == 0
+    steps = np.where(outside, _STEP[b], 0)
+    return int(np.cumsum(steps).max(initial=0))
 
 
 def loads(body: bytes) -> Any:
