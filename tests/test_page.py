@@ -330,6 +330,76 @@ def test_a_number_past_float64_travels_as_infinity(page, browser):
     other.context.close()
 
 
+def signs(numbers: list[float]) -> list[float]:
+    """Each number with the sign of its zero kept (0.0 == -0.0 in Python, so compare these)."""
+    return [(x, math.copysign(1.0, x)) for x in numbers]
+
+
+def test_negative_zero_travels_and_shows_as_itself(page, browser, url):
+    # JSON.stringify(-0) is "0", which the sandbox reads as the integer 0: the page writes
+    # -0.0, so a typed -0 arrives as float64 -0.0 and a -0.0 result reads back as -0 (H3)
+    page.select_option("#op-select", "mul")
+    page.fill("#in-a", "[-0, 2, -3]")
+    page.fill("#in-b", "[1, -0.0, 0]")
+    with page.expect_request(lambda r: r.url.endswith("/api/v1/ops/mul")) as sent:
+        click_and_wait(page, "#run")
+    body = sent.value.post_data
+    assert '"a":[-0.0,2,-3]' in body and '"b":[1,-0.0,0]' in body, body
+    # value a*b = [-0*1, 2*-0, -3*0]; grad a = b, grad b = a: every zero keeps its sign
+    assert signs(table(page, "value")) == signs([-0.0, -0.0, -0.0])
+    assert signs(table(page, "grad:a")) == signs([1.0, -0.0, 0.0])
+    assert signs(table(page, "grad:b")) == signs([-0.0, 2.0, -3.0])
+    cells = 'figure[data-name="grad:a"] td'
+    assert page.eval_on_selector_all(cells, "tds => tds.map(td => td.textContent)") == [
+        "1", "−0", "0"]
+    shot(page, "negative-zero")
+    # copy as curl: the same body, and the sandbox answers it with the same -0.0
+    page.click("#copy-curl")
+    command = page.input_value("#copy-text")
+    data = command.split("-d '", 1)[1].rsplit("'", 1)[0]
+    assert '"a":[-0.0,2,-3]' in data
+    answer = httpx.post(f"{url}/api/v1/ops/mul", content=data,
+                        headers={"Content-Type": "application/json"}).json()
+    assert signs(answer["value"]) == signs([-0.0, -0.0, -0.0])
+    assert signs(answer["grads"]["b"]) == signs([-0.0, 2.0, -3.0])
+    # copy as Python: -0.0 (Python's -0 is the integer 0), and it runs to the same numbers
+    page.click("#copy-python")
+    script = page.input_value("#copy-text")
+    assert "np.array([-0.0, 2, -3], dtype=float)" in script
+    assert "np.array([1, -0.0, 0], dtype=float)" in script
+    out = run_python(script)
+    assert "value: [-0. -0. -0.]" in out and "grad of b: [-0.  2. -3.]" in out, out
+    # the permalink reopens it with the sign of each zero kept, in the editor and the tables
+    other = browser.new_context(viewport={"width": 1280, "height": 800}).new_page()
+    other.goto(page.url)
+    other.wait_for_selector("body[data-ready]")
+    other.wait_for_function("Number(document.body.dataset.runs || 0) > 0")
+    assert other.input_value("#in-a") == "[-0.0, 2, -3]"
+    assert other.input_value("#in-b") == "[1, -0.0, 0]"
+    assert signs(table(other, "value")) == signs([-0.0, -0.0, -0.0])
+    assert signs(table(other, "grad:b")) == signs([-0.0, 2.0, -3.0])
+    shot(other, "negative-zero-permalink")
+    other.context.close()
+    # neg: -0.0 comes back from 0 typed plainly, and 0.0 from -0
+    page.select_option("#op-select", "neg")
+    page.fill("#in-a", "[0, -0, 1.5]")
+    click_and_wait(page, "#run")
+    assert signs(table(page, "value")) == signs([-0.0, 0.0, -1.5])
+    assert page.inner_text('figure[data-name="value"] td >> nth=0') == "−0"
+    # where the sandbox wants integers (ids, axes) a typed -0 is the integer 0, as before
+    page.select_option("#op-select", "embedding")
+    page.fill("#in-ids", "[-0, 1]")
+    with page.expect_request(lambda r: r.url.endswith("/api/v1/ops/embedding")) as sent:
+        click_and_wait(page, "#run")
+    assert '"ids":[0,1]' in sent.value.post_data
+    assert page.inner_text('.field[data-input="ids"] .msg') == ""
+    page.select_option("#op-select", "tsum")
+    page.fill("#in-a", "[[1, 2]]")
+    page.fill("#in-axis", "-0")
+    click_and_wait(page, "#run")
+    assert table(page, "value") == [1.0, 2.0]
+
+
 # --------------------------------------------------------------------------------------
 # sharing: the permalink, copy as Python, copy as curl
 # --------------------------------------------------------------------------------------

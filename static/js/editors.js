@@ -6,10 +6,12 @@
 // Every editor has a message line beside it, where the server's error or warning that
 // names this input is written in plain words.
 
-import { formatValue, parseValue, readValue, shapeOf, shapeText } from "./wire.js";
+import { formatValue, parseValue, readValue, shapeOf, shapeText, toJSON, withoutNegativeZero } from "./wire.js";
 import { el } from "./dom.js";
 
 const ARRAY_KINDS = new Set(["tensor", "array", "table", "int_array", "bool_mask", "variable"]);
+/** Kinds that hold integers: a typed -0 is the integer 0 there, not the float -0.0. */
+const INTEGER_KINDS = new Set(["int_array", "bool_mask", "int", "axis", "axes", "shape", "index"]);
 const KIND_WORDS = {
   tensor: "numbers (differentiable)", array: "numbers (constant)", table: "trig table (constant)",
   int_array: "integer ids", bool_mask: "boolean mask: true = masked", number: "a number",
@@ -121,7 +123,8 @@ export function makeEditor(spec, value, { requiresGrad = true, onChange = () => 
     };
     read = () => {
       if (control.value.trim() === "" && !spec.required) return undefined;
-      return parseValue(control.value, outer);
+      const v = parseValue(control.value, outer);
+      return INTEGER_KINDS.has(spec.kind) ? withoutNegativeZero(v) : v;
     };
     control.addEventListener("input", () => {
       control.rows = Math.min(8, Math.max(control.rows, control.value.split("\n").length));
@@ -141,7 +144,7 @@ export function makeEditor(spec, value, { requiresGrad = true, onChange = () => 
     write(value ?? spec.default);
   } else {
     control = el("input", { id, type: "text", class: "code", spellcheck: "false", autocomplete: "off",
-      "aria-describedby": described, placeholder: spec.required ? "" : `default: ${JSON.stringify(spec.default)}` });
+      "aria-describedby": described, placeholder: spec.required ? "" : `default: ${toJSON(spec.default)}` });
     write = (v) => {
       control.value = v === undefined || v === null ? "" : formatValue(v);
     };
@@ -151,7 +154,8 @@ export function makeEditor(spec, value, { requiresGrad = true, onChange = () => 
         if (!spec.required) return undefined;
         throw new Error("is required");
       }
-      const v = parseValue(text, outer);
+      let v = parseValue(text, outer);
+      if (INTEGER_KINDS.has(spec.kind)) v = withoutNegativeZero(v);
       if (spec.kind === "int" && !Number.isInteger(v)) throw new Error("must be an integer");
       if (spec.kind === "shape" && typeof v === "number") return [v];
       return v;

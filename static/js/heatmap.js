@@ -58,7 +58,8 @@ function cellColour(x, scale) {
 
 function cell(x, scale) {
   const td = el("td", { text: formatNumber(x) });
-  const full = typeof x === "number" ? (Number.isNaN(x) ? "NaN" : String(x)) : String(x);
+  // String(-0) is "0": the full value keeps the sign of zero, as the cell's text does
+  const full = typeof x === "number" ? (Number.isNaN(x) ? "NaN" : Object.is(x, -0) ? "-0" : String(x)) : String(x);
   td.dataset.v = full;
   td.title = full;
   const rgb = cellColour(x, scale);

@@ -7,7 +7,7 @@ import { isMask, makeEditor, setMessage } from "./editors.js";
 import { drawGraph, nodeLabel, shapeLabel } from "./graph.js";
 import { heatmap } from "./heatmap.js";
 import { curl, exprPython, opPython } from "./scripts.js";
-import { flat, formatNumber, formatValue, fromWire, parseValue, shapeText } from "./wire.js";
+import { flat, formatNumber, formatValue, fromWire, parseValue, shapeText, toJSON } from "./wire.js";
 import { el } from "./dom.js";
 
 const $ = (sel) => document.querySelector(sel);
@@ -263,7 +263,7 @@ function opAsExpression() {
       variables[spec.name] = { value: v, ...(req.requires_grad?.includes(spec.name) ? { requires_grad: true } : {}) };
       args.push(spec.name);
     } else {
-      const lit = typeof v === "string" ? v.replace("Infinity", "inf").replace("NaN", "nan") : JSON.stringify(v);
+      const lit = typeof v === "string" ? v.replace("Infinity", "inf").replace("NaN", "nan") : toJSON(v);
       args.push(`${spec.name}=${lit === "true" ? "True" : lit === "false" ? "False" : lit === "null" ? "None" : lit}`);
     }
   }
@@ -344,7 +344,7 @@ async function runOnce() {
   const t0 = performance.now();
   let res, data;
   try {
-    res = await fetch(req.url, { method: "POST", headers: { "Content-Type": "application/json" }, body: JSON.stringify(req.body) });
+    res = await fetch(req.url, { method: "POST", headers: { "Content-Type": "application/json" }, body: toJSON(req.body) });
     data = await res.json();
   } catch (err) {
     setStatus(`The sandbox did not answer (${err.message}).`);
@@ -552,7 +552,7 @@ function showReference(data) {
   const add = (label, expected, actual) => {
     const ok = actual === undefined ? null : close(expected, actual);
     rows.append(el("dt", { text: label }),
-      el("dd", {}, el("code", { text: JSON.stringify(expected) }), " ",
+      el("dd", {}, el("code", { text: toJSON(expected) }), " ",
         ok === null ? null : el("span", { class: ok ? "match" : "mismatch", text: ok ? "✓ matches" : "✗ differs" })));
   };
   for (const [key, expected] of Object.entries(ex.expected)) {
@@ -685,7 +685,7 @@ function snapshot() {
 function updateLink() {
   const snap = snapshot();
   if (!snap) return;
-  history.replaceState(null, "", `#${encodeURIComponent(JSON.stringify(snap))}`);
+  history.replaceState(null, "", `#${encodeURIComponent(toJSON(snap))}`);
 }
 
 /** The case from the URL fragment; true when one was there. */

@@ -1,6 +1,8 @@
 // "Copy as Python" and "copy as curl": the case on screen as a glassllm script that
 // reproduces it offline, or as the HTTP request the page sends.
 
+import { toJSON } from "./wire.js";
+
 function pyNumber(x) {
   if (x === true) return "True";
   if (x === false) return "False";
@@ -8,7 +10,7 @@ function pyNumber(x) {
   if (x === "NaN" || x === "nan") return "np.nan";
   if (x === "Infinity" || x === "inf") return "np.inf";
   if (x === "-Infinity" || x === "-inf") return "-np.inf";
-  if (typeof x === "number" && Number.isInteger(x)) return String(x);
+  if (Object.is(x, -0)) return "-0.0";           // String(-0) is "0", Python's int 0
   return String(x);
 }
 
@@ -43,7 +45,7 @@ function pyArg(spec, v) {
     case "array": case "table": return pyFloatArray(v);
     case "int_array": return `np.array(${pyLiteral(v)})`;
     case "bool_mask": return `np.array(${pyLiteral(v)}, dtype=bool)`;
-    case "number": return typeof v === "string" ? pyNumber(v) : String(v);
+    case "number": return pyNumber(v);
     case "axis": case "axes": case "shape":
       return Array.isArray(v) ? `(${v.join(", ")}${v.length === 1 ? "," : ""})` : pyNumber(v);
     case "index": return `(${pyIndex(v)})`;
@@ -101,7 +103,7 @@ export function exprPython(expression, variables, ops, gradOutput, { kinds = {},
   // kinds: how the sandbox read each variable in the last run (tensor, int_array, ...)
   for (const [name, spec] of Object.entries(variables)) {
     const v = spec.value;
-    const leaves = JSON.stringify(v);
+    const leaves = toJSON(v);
     const kind = kinds[name] ?? (/true|false/.test(leaves) ? "bool_mask" : /[.eE]|"/.test(leaves) ? "tensor" : "int_array");
     const grad = spec.requires_grad ?? wantGrad.includes(name);
     if (kind === "bool_mask") lines.push(`${name} = np.array(${pyLiteral(v)}, dtype=bool)`);
@@ -118,6 +120,6 @@ export function exprPython(expression, variables, ops, gradOutput, { kinds = {},
 
 /** The request as a curl command line (single quotes escaped for POSIX shells). */
 export function curl(url, body) {
-  const json = JSON.stringify(body).replace(/'/g, "'\\''");
+  const json = toJSON(body).replace(/'/g, "'\\''");
   return `curl -sS -X POST '${url}' \\\n  -H 'Content-Type: application/json' \\\n  -d '${json}'\n`;
 }

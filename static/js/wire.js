@@ -4,6 +4,40 @@
 const TOKENS = { NaN: NaN, Infinity: Infinity, "-Infinity": -Infinity,
                  nan: NaN, inf: Infinity, "-inf": -Infinity };
 
+/** JSON text for the page's own data (request bodies, the permalink, copy as curl).
+ *  JSON.stringify writes -0 as "0", which the sandbox reads as the integer 0: negative
+ *  zero is written "-0.0", the float token the sandbox reads as float64 -0.0 (SPEC H3:
+ *  floats round-trip exactly). Everything else as JSON.stringify writes it. */
+export function toJSON(v) {
+  if (typeof v === "number") return Object.is(v, -0) ? NEG_ZERO : JSON.stringify(v);
+  if (Array.isArray(v)) {
+    // a row of plain numbers, the bulk of any body, goes through the native writer
+    if (!v.some((x) => typeof x !== "number" || Object.is(x, -0))) return JSON.stringify(v);
+    return "[" + v.map((x) => (x === undefined || typeof x === "function" ? "null" : toJSON(x))).join(",") + "]";
+  }
+  if (v !== null && typeof v === "object" && typeof v.toJSON !== "function") {
+    const parts = [];
+    for (const [k, x] of Object.entries(v)) {
+      if (x !== undefined && typeof x !== "function") parts.push(`${JSON.stringify(k)}:${toJSON(x)}`);
+    }
+    return "{" + parts.join(",") + "}";
+  }
+  return JSON.stringify(v);
+}
+
+const NEG_ZERO = "-0.0";
+
+/** A value for an integer input (ids, axes, shapes, indices, masks): -0 is the integer 0
+ *  there (the sandbox refuses the float -0.0 where it wants integers). */
+export function withoutNegativeZero(v) {
+  if (Object.is(v, -0)) return 0;
+  if (Array.isArray(v)) return v.map(withoutNegativeZero);
+  if (v !== null && typeof v === "object") {
+    return Object.fromEntries(Object.entries(v).map(([k, x]) => [k, withoutNegativeZero(x)]));
+  }
+  return v;
+}
+
 /** A wire value (number, token or nested list) as JS numbers. */
 export function fromWire(v) {
   if (Array.isArray(v)) return v.map(fromWire);
@@ -107,10 +141,11 @@ export function formatValue(v, indent = "") {
   return "[" + v.map((x, i) => (i ? inner : "") + formatValue(x, inner)).join(",\n") + "]";
 }
 
-/** One element as typed: non-finite tokens bare (-inf, inf, nan), the rest as JSON. */
+/** One element as typed: non-finite tokens bare (-inf, inf, nan), the rest as JSON
+ *  (negative zero as -0.0, so it reads back as itself). */
 function formatLeaf(x) {
   const bare = { NaN: "nan", Infinity: "inf", "-Infinity": "-inf" }[x];
-  return bare ?? JSON.stringify(x);
+  return bare ?? toJSON(x);
 }
 
 /** A number for a table cell: short, but exact enough to recognise (4 significant digits). */
