@@ -64,6 +64,17 @@ def _t(x: Any) -> Tensor:
     return x if isinstance(x, Tensor) else Tensor(x)
 
 
+def _frozen(arr: np.ndarray) -> np.ndarray:
+    """A read-only copy: what a backward reads cannot change after the op ran (like Tensor.data).
+
+    Masks, ids, targets, indices and tables are plain arrays the caller still holds; an
+    in-place change to them between forward and backward would silently move gradients.
+    """
+    arr = np.array(arr, copy=True)
+    arr.flags.writeable = False
+    return arr
+
+
 def _bool_mask(mask: Any, op: str, name: str) -> np.ndarray:
     """A boolean NumPy mask (L2.3, L3.4); anything else is a TypeError naming it."""
     if isinstance(mask, Tensor):
@@ -71,7 +82,7 @@ def _bool_mask(mask: Any, op: str, name: str) -> np.ndarray:
     mask = np.asarray(mask)
     if mask.dtype != np.bool_:
         raise TypeError(f"{op}: {name} must be a boolean mask (dtype bool), got dtype {mask.dtype}")
-    return mask
+    return _frozen(mask)
 
 
 def _int_array(ids: Any, op: str, name: str) -> np.ndarray:
@@ -81,7 +92,7 @@ def _int_array(ids: Any, op: str, name: str) -> np.ndarray:
     ids = np.asarray(ids)
     if ids.dtype == np.bool_ or not np.issubdtype(ids.dtype, np.integer):
         raise TypeError(f"{op}: {name} must be integers, got dtype {ids.dtype}")
-    return ids
+    return _frozen(ids)
 
 
 def _constant(x: Any, op: str, name: str) -> np.ndarray:
@@ -92,8 +103,8 @@ def _constant(x: Any, op: str, name: str) -> np.ndarray:
                 f"{op}: {name} is a constant and gets no gradient (L0.6); pass its .data "
                 "or a plain number/array"
             )
-        return x.data
-    return np.asarray(x, dtype=np.float64)
+        return x.data  # read-only already
+    return _frozen(np.asarray(x, dtype=np.float64))
 
 
 def _axes(axis: Any, ndim: int) -> tuple[int, ...]:
@@ -314,7 +325,8 @@ def _rpow(base: Any, exponent: Any) -> Tensor:
     """`base ** t` for a constant base and a Tensor exponent (behind `Tensor.__rpow__`).
 
     Backward:
-        exponent: unbroadcast(g * out * log(base)); 0 where base == 0 (as PyTorch)
+        exponent: unbroadcast(g * out * log(base)); 0 where base == 0 and exponent >= 0,
+                  as PyTorch (so 0 ** t for t < 0 gives inf * -inf = -inf)
         base: not differentiable (a constant, L0.6)
     """
     b = _constant(base, "pow", "base")
@@ -323,8 +335,9 @@ def _rpow(base: Any, exponent: Any) -> Tensor:
     e_data = e.data  # saved for backward
 
     def backward(g: np.ndarray):
-        with np.errstate(divide="ignore"):  # log(0) is replaced by the where
-            local = np.where(b == 0, 0.0, out * np.log(np.where(b == 0, 1.0, b)))
+        zero = (b == 0) & (e_data >= 0)  # d/dt 0 ** t = 0 for t > 0 (and PyTorch's 0 at t = 0)
+        log_b = np.log(np.where(zero, 1.0, b))  # log(0) only where it is the answer (t < 0)
+        local = np.where(zero, 0.0, out * log_b)
         return (unbroadcast(g * local, e_data.shape),)
 
     return Tensor._make(out, (e,), "pow", backward)
@@ -505,11 +518,12 @@ def max(a: Any, axis: Any = None, keepdims: bool = False) -> Tensor:
     """Maximum over `axis`; also `Tensor.max`.
 
     Ties split the incoming gradient equally among the tied positions, as
-    PyTorch's `amax` and JAX's `max` do (L2.5). A NaN in a slice makes the max NaN
-    and sends that slice's gradient to the NaN positions.
+    PyTorch's `amax` and JAX's `max` do (L2.5). A NaN in a slice makes its max NaN
+    and its whole gradient NaN (0/0, with NumPy's warning), as in both of them.
 
     Backward:
         a: g / k at each of the k positions equal to the max of its slice, 0 elsewhere
+           (computed as hit * (g / k), so k = 0 in a NaN slice gives NaN, as PyTorch)
 
     Raises: ValueError for an empty slice, AxisError for a bad axis (NumPy's).
 
@@ -527,12 +541,10 @@ def max(a: Any, axis: Any = None, keepdims: bool = False) -> Tensor:
     out = top if keepdims else top.reshape(_reduced_shape(a_data.shape, axis))
 
     def backward(g: np.ndarray):
-        hit = a_data == top
-        if np.isnan(top).any():  # a NaN max: the gradient goes to the NaN positions
-            hit |= np.isnan(a_data) & np.isnan(top)
+        hit = a_data == top  # a NaN max matches nothing: count 0, the slice's gradient NaN
         count = np.sum(hit, axis=axis, keepdims=True)
         g = _keepdims_grad(g, axis, keepdims, a_data.ndim)
-        return (np.where(hit, g / count, 0.0),)
+        return (hit * (g / count),)
 
     return Tensor._make(out, (a,), "max", backward)
 
@@ -604,10 +616,11 @@ def getitem(a: Any, index: Any) -> Tensor:
     a = _t(a)
     if isinstance(index, list):  # NumPy reads a list index as an int array
         index = np.asarray(index)
+    items = index if isinstance(index, tuple) else (index,)
+    items = tuple(_frozen(i) if isinstance(i, (np.ndarray, list)) else i for i in items)
+    index = items if isinstance(index, tuple) else items[0]  # arrays copied, read-only
     out = a.data[index]
-    advanced = any(
-        isinstance(i, (np.ndarray, list)) for i in (index if isinstance(index, tuple) else (index,))
-    )
+    advanced = any(isinstance(i, np.ndarray) for i in items)
     a_data = a.data  # saved for backward
 
     rows = isinstance(index, np.ndarray) and index.dtype.kind in "iu" and a_data.ndim > 0
@@ -822,13 +835,10 @@ def softmax_np(x: Any, axis: int = -1) -> np.ndarray:
 def _sigmoid_data(x: np.ndarray) -> np.ndarray:
     # exp(-|x|) is at most 1, so it never overflows; for |x| > ~745 it
     # underflows to exactly 0, which gives the exact limits 0 and 1.
-    e = np.abs(x)
-    np.negative(e, out=e)
     with np.errstate(under="ignore"):
-        np.exp(e, out=e)  # e = exp(-|x|), in (0, 1]
-    r = np.reciprocal(1.0 + e)  # 1 / (1 + exp(-|x|)) = sigmoid(|x|)
-    e *= r  # exp(-|x|) / (1 + exp(-|x|)) = sigmoid(-|x|)
-    return np.where(x >= 0, r, e)
+        e = np.exp(-np.abs(x))  # in (0, 1]
+    r = 1.0 / (1.0 + e)  # sigmoid(|x|)
+    return np.where(x >= 0, r, e * r)  # e * r = exp(-|x|) / (1 + exp(-|x|)) = sigmoid(-|x|)
 
 
 def sigmoid(a: Any) -> Tensor:
@@ -1008,6 +1018,12 @@ def rope(x: Any, cos: Any, sin: Any) -> Tensor:
             f"length; x has shape {x.data.shape}"
         )
     x0, x1 = x.data[..., 0::2], x.data[..., 1::2]  # (..., dk/2) each
+    pairs = np.broadcast_shapes(x0.shape, cos.shape, sin.shape)  # NumPy's error if they clash
+    if pairs != x0.shape:
+        raise ValueError(
+            f"rope: cos {cos.shape} and sin {sin.shape} must broadcast to the pairs of x, "
+            f"{x0.shape} for x {x.data.shape}: the output is shaped like x (L6.1)"
+        )
     even = x0 * cos - x1 * sin
     odd = x0 * sin + x1 * cos
     out = np.stack([even, odd], axis=-1).reshape(*even.shape[:-1], 2 * even.shape[-1])

@@ -20,8 +20,9 @@ Clauses: L0.1-L0.7 of ../shared/SPEC.md.
 
 from __future__ import annotations
 
-import contextlib
 import contextvars
+import functools
+import inspect
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -42,12 +43,14 @@ def is_grad_enabled() -> bool:
     return _GRAD_ENABLED.get()
 
 
-class no_grad(contextlib.ContextDecorator):
+class no_grad:
     """Disable graph building: results of ops made inside are constants.
 
     Usable as a context manager (``with no_grad(): ...``) and as a decorator
-    (``@no_grad()``). The flag lives in a `contextvars.ContextVar`, so it is
-    isolated per thread and per asyncio task (H6); nesting is fine.
+    (``@no_grad`` or ``@no_grad()``) of plain functions, generator functions (each
+    step of the generator runs without grad; the caller's code between steps keeps its
+    own mode) and ``async def`` functions. The flag lives in a `contextvars.ContextVar`,
+    so it is isolated per thread and per asyncio task (H6); nesting is fine.
 
     Example:
         >>> from glassllm import Tensor, no_grad
@@ -58,8 +61,14 @@ class no_grad(contextlib.ContextDecorator):
         False
     """
 
-    def __init__(self) -> None:
-        self._tokens: list[contextvars.Token[bool]] = []
+    def __new__(cls, func: Callable | None = None) -> Any:
+        self = super().__new__(cls)
+        self._tokens = []
+        if func is None:
+            return self
+        if not callable(func):
+            raise TypeError("no_grad takes no arguments: use `with no_grad():` or @no_grad")
+        return self(func)  # bare @no_grad: the decorated function itself
 
     def __enter__(self) -> no_grad:
         self._tokens.append(_GRAD_ENABLED.set(False))
@@ -68,10 +77,57 @@ class no_grad(contextlib.ContextDecorator):
     def __exit__(self, *exc: object) -> None:
         _GRAD_ENABLED.reset(self._tokens.pop())
 
-    def _recreate_cm(self) -> no_grad:
-        # A fresh context manager per decorated call keeps recursion and
-        # concurrent calls of the same decorated function independent.
-        return no_grad()
+    def __call__(self, func: Callable) -> Callable:
+        """Decorate `func`; every call gets a fresh context (recursion and threads are safe)."""
+        if inspect.isgeneratorfunction(func):
+            return _no_grad_generator(func)
+        if inspect.iscoroutinefunction(func):
+
+            @functools.wraps(func)
+            async def run_async(*args: Any, **kwargs: Any) -> Any:
+                with no_grad():
+                    return await func(*args, **kwargs)
+
+            return run_async
+
+        @functools.wraps(func)
+        def run(*args: Any, **kwargs: Any) -> Any:
+            with no_grad():
+                return func(*args, **kwargs)
+
+        return run
+
+
+def _no_grad_generator(func: Callable) -> Callable:
+    """Run each step of the generator under no_grad, and the caller's code outside it.
+
+    A plain `with` around `yield` would leave grad mode off in the caller while the
+    generator is suspended (the context variable lives in the caller's context).
+    """
+
+    @functools.wraps(func)
+    def run(*args: Any, **kwargs: Any) -> Any:
+        gen = func(*args, **kwargs)
+        try:
+            with no_grad():
+                response = gen.send(None)
+            while True:
+                try:
+                    request = yield response
+                except GeneratorExit:
+                    with no_grad():
+                        gen.close()
+                    raise
+                except BaseException as exc:  # thrown in by the caller: pass it on
+                    with no_grad():
+                        response = gen.throw(exc)
+                else:
+                    with no_grad():
+                        response = gen.send(request)
+        except StopIteration as stop:
+            return stop.value
+
+    return run
 
 
 # ----------------------------------------------------------------------------
@@ -154,13 +210,13 @@ class Tensor:
         [[2.0, 4.0], [6.0, 8.0]]
     """
 
-    __slots__ = ("_backward", "_data", "_op", "_parents", "_retain", "grad", "requires_grad")
+    __slots__ = ("_backward", "_data", "_grad", "_op", "_parents", "_retain", "requires_grad")
     # Make NumPy defer to our reflected operators: `np.ones(2) + t` -> t.__radd__.
     __array_ufunc__ = None
 
     def __init__(self, data: Any, requires_grad: bool = False) -> None:
         self.data = data  # validated, copied and made read-only by the setter below
-        self.grad: np.ndarray | None = None
+        self._grad: np.ndarray | None = None
         self.requires_grad: bool = bool(requires_grad)
         self._parents: tuple[Tensor, ...] = ()
         self._backward: BackwardFn | None = None
@@ -175,7 +231,7 @@ class Tensor:
         t = cls.__new__(cls)
         t._data = np.asarray(data, dtype=np.float64)
         t._data.flags.writeable = False  # backward closures keep it: never change it in place
-        t.grad = None
+        t._grad = None
         t._op = op
         t._retain = False
         t.requires_grad = _GRAD_ENABLED.get() and any(p.requires_grad for p in parents)
@@ -209,6 +265,23 @@ class Tensor:
         arr = np.array(raw, dtype=np.float64)  # always a copy that nobody else holds
         arr.flags.writeable = False
         self._data = arr
+
+    @property
+    def grad(self) -> np.ndarray | None:
+        """dL/dself from the backward passes so far (summed), shaped like `data`; or None."""
+        return self._grad
+
+    @grad.setter
+    def grad(self, value: Any) -> None:
+        if value is None:
+            self._grad = None
+            return
+        arr = np.array(value.data if isinstance(value, Tensor) else value, dtype=np.float64)
+        if arr.shape != self._data.shape:
+            raise ValueError(
+                f"grad must have the tensor's shape {self._data.shape} (L0.5), got {arr.shape}"
+            )
+        self._grad = arr
 
     # -- small properties -----------------------------------------------------
     @property
@@ -267,7 +340,7 @@ class Tensor:
     def detach(self) -> Tensor:
         """A constant Tensor sharing this tensor's data, cut from the graph."""
         t = Tensor.__new__(Tensor)
-        t._data, t.grad, t.requires_grad = self._data, None, False
+        t._data, t._grad, t.requires_grad = self._data, None, False
         t._parents, t._backward, t._op, t._retain = (), None, "", False
         return t
 
@@ -325,7 +398,7 @@ class Tensor:
             if g is None:
                 continue
             if node._backward is None or node._retain:  # a leaf, or asked to keep it
-                node.grad = np.array(g, dtype=np.float64) if node.grad is None else node.grad + g
+                node._grad = np.array(g, dtype=np.float64) if node._grad is None else node._grad + g
             if node._backward is None:
                 continue
             for parent, pg in zip(node._parents, node._backward(g), strict=True):

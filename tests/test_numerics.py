@@ -286,3 +286,84 @@ def test_pow_uses_pytorchs_exact_short_forms_for_common_exponents():
     assert np.array_equal(ag.pow(t, 1.7).data, x**1.7)
     with pytest.warns(RuntimeWarning, match="divide by zero"):
         assert ag.pow(Tensor([0.0]), -0.5).data[0] == np.inf
+
+
+def test_sigmoid_and_silu_of_a_0d_tensor():
+    for fn, expected in [(ag.sigmoid, 1 / (1 + np.exp(-0.5))), (ag.silu, 0.5 / (1 + np.exp(-0.5)))]:
+        x = Tensor(0.5, requires_grad=True)
+        out = fn(x)
+        out.backward()
+        assert out.shape == () and np.isclose(out.item(), expected, rtol=1e-15)
+        assert x.grad.shape == ()
+
+
+def test_rope_tables_must_broadcast_to_the_pairs_of_x():
+    x = Tensor([[1.0, 2.0]], requires_grad=True)
+    with pytest.raises(ValueError, match=r"must broadcast to the pairs of x, \(1, 1\)"):
+        ag.rope(x, np.ones((1, 3)), np.zeros((1, 3)))
+    with pytest.raises(ValueError):
+        ag.rope(x, np.ones((2, 1)), np.zeros((2, 1)))  # 2 positions for 1
+
+
+def test_inputs_that_are_not_tensors_are_copied_so_later_changes_cannot_move_gradients():
+    """Masks, ids, indices, targets, tables and exponents held by the caller (QA repro)."""
+    mask = np.array([True, False])
+    a = Tensor([1.0, 2.0], requires_grad=True)
+    y = ag.masked_fill(a, mask, 0.0)
+    mask[:] = [False, True]
+    y.sum().backward()
+    assert a.grad.tolist() == [0.0, 1.0]
+
+    ids = np.array([0])
+    w = Tensor(np.zeros((3, 1)), requires_grad=True)
+    y = ag.embedding(w, ids)
+    ids[0] = 2
+    y.sum().backward()
+    assert w.grad.ravel().tolist() == [1.0, 0.0, 0.0]
+
+    index = np.array([0, 0])
+    v = Tensor([1.0, 2.0, 3.0], requires_grad=True)
+    y = ag.getitem(v, (index,))
+    index[:] = 2
+    y.sum().backward()
+    assert v.grad.tolist() == [2.0, 0.0, 0.0]
+
+    targets = np.array([1])
+    z = Tensor([[0.0, 0.0]], requires_grad=True)
+    y = ag.cross_entropy(z, targets)
+    targets[0] = 0
+    y.backward()
+    assert z.grad.tolist() == [[0.5, -0.5]]
+
+    cos, sin = np.ones((1, 1)), np.zeros((1, 1))
+    r = Tensor([[1.0, 0.0]], requires_grad=True)
+    y = ag.rope(r, cos, sin)
+    cos[:], sin[:] = 0.0, 1.0
+    y.backward(np.array([[1.0, 0.0]]))
+    assert r.grad.tolist() == [[1.0, 0.0]]
+
+    p = np.array([2.0, 2.0])
+    b = Tensor([3.0, 4.0], requires_grad=True)
+    y = ag.pow(b, p)
+    p[:] = 1.0
+    y.sum().backward()
+    assert b.grad.tolist() == [6.0, 8.0]
+
+
+def test_max_with_nan_gives_nan_gradients_for_that_slice_like_pytorch():
+    x = Tensor([[1.0, np.nan, 3.0], [1.0, 5.0, 5.0]], requires_grad=True)
+    out = ag.max(x, axis=1)
+    assert np.isnan(out.data[0]) and out.data[1] == 5.0
+    with pytest.warns(RuntimeWarning):
+        out.backward(np.ones(2))
+    assert np.isnan(x.grad[0]).all()
+    assert x.grad[1].tolist() == [0.0, 0.5, 0.5]
+
+
+def test_zero_base_power_gradient_follows_pytorch():
+    t = Tensor([-1.0, 0.0, 2.0], requires_grad=True)
+    with pytest.warns(RuntimeWarning, match="divide by zero"):  # 0 ** -1 = inf
+        out = 0.0**t
+        out.backward(np.ones(3))
+    assert out.data.tolist() == [np.inf, 1.0, 0.0]
+    assert t.grad.tolist() == [-np.inf, 0.0, 0.0]  # inf * log(0) = -inf; 0 where t >= 0

@@ -210,3 +210,50 @@ def test_data_is_read_only_so_a_backward_sees_what_the_forward_saw():
     t = Tensor(src)
     src[0] = 9.0  # the caller's array stays writable and is not shared
     assert t.data.tolist() == [1.0, 1.0] and src.flags.writeable
+
+
+def test_grad_assignment_must_match_the_shape():
+    t = Tensor([1.0, 2.0], requires_grad=True)
+    with pytest.raises(ValueError, match=r"shape \(2,\) \(L0\.5\), got \(2, 2\)"):
+        t.grad = np.ones((2, 2))
+    t.grad = [1.0, 1.0]
+    (t * 2).sum().backward()
+    assert t.grad.tolist() == [3.0, 3.0]
+
+
+def test_no_grad_bare_decorator_generators_and_coroutines():
+    import asyncio
+
+    x = Tensor([1.0], requires_grad=True)
+
+    @no_grad
+    def bare(t):
+        return t * 2
+
+    assert not bare(x).requires_grad
+
+    @no_grad()
+    def steps():
+        for _ in range(2):
+            yield glassllm.is_grad_enabled()
+
+    seen = []
+    for mode in steps():
+        seen.append((mode, glassllm.is_grad_enabled()))  # the caller keeps grad on between steps
+    assert seen == [(False, True), (False, True)]
+
+    @no_grad
+    async def inside():
+        await asyncio.sleep(0.01)
+        return glassllm.is_grad_enabled()
+
+    async def outside():
+        await asyncio.sleep(0.005)
+        return glassllm.is_grad_enabled()
+
+    async def both():
+        return await asyncio.gather(inside(), outside())
+
+    assert asyncio.run(both()) == [False, True]  # per task, not per process (H6)
+    with pytest.raises(TypeError, match="no arguments"):
+        no_grad(3)
