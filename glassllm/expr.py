@@ -42,6 +42,7 @@ import numpy as np
 from glassllm import autograd, registry
 from glassllm.gradcheck import gradcheck
 from glassllm.registry import L06, LimitError, Op
+from glassllm.shapes import ShapeError
 from glassllm.tensor import Tensor, summed_axes
 from glassllm.wire import WireError, coerce, encode_array
 
@@ -497,9 +498,10 @@ class Builder:
             else:
                 values.append(("value", self._coerce(spec.kind, spec.name,
                                                       self.literal(arg, why), arg)))
-        return self.add_op(op, node, values)
+        return self.add_op(op, node, values, bound)
 
-    def add_op(self, op: Op, node: ast.AST, values: list[tuple[str, Any]]) -> int:
+    def add_op(self, op: Op, node: ast.AST, values: list[tuple[str, Any]],
+               bound: dict[str, ast.AST]) -> int:
         plan_args = {}
         for spec, (how, v) in zip(op.inputs, values, strict=True):
             if how == "index":
@@ -521,6 +523,13 @@ class Builder:
             raise ExprError(f"`{text[:60]}`: {exc}", status=413, code="too_large", span=span,
                             position=span[0],
                             op=op.name) from None
+        except ShapeError as exc:                  # points at the argument that breaks it
+            arg = bound.get(exc.input.split(",")[0])
+            where = self.p.span(arg) if arg is not None else span
+            name = arg.id if isinstance(arg, ast.Name) and arg.id in self.variables else None
+            raise ExprError(f"`{text[:60]}`: {op.name}: {exc}", status=400, code="shape_error",
+                            span=where, position=where[0], op=op.name,
+                            input=f"variables.{name}" if name else "expression") from None
         except (*NUMPY_ERRORS, MemoryError) as exc:
             raise ExprError(f"`{text[:60]}`: {op.name}: {type(exc).__name__}: {exc}",
                             status=400, code="numpy_error", span=span, position=span[0],

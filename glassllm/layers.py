@@ -16,6 +16,13 @@ N rows of a loss batch.
 
 Names follow Meta's llama ``model.py``: ``wq wk wv wo`` (attention), ``w1 w2 w3``
 (feed-forward), ``n_kv_heads``.
+
+Shape contracts: each functional form first calls its ``*_shape`` function
+(``rms_norm_shape`` … ``transformer_block_shape``), which checks every weight against the
+shapes written in the docstring and returns the output shape, from shapes alone. A weight
+that NumPy would happily broadcast — a gain of shape (20000, 1, 1, d) instead of (d,) —
+is refused with a `ShapeError` naming it and both shapes, before any work. The sandbox's
+shape plans (`glassllm.registry`) call the same functions, so what it plans is what runs.
 """
 
 from __future__ import annotations
@@ -44,6 +51,7 @@ from glassllm.autograd import (
     transpose,
     tsum,
 )
+from glassllm.shapes import ShapeError
 
 __all__ = [
     "Attention",
@@ -56,12 +64,19 @@ __all__ = [
     "RMSNorm",
     "SwiGLU",
     "attention",
+    "attention_shape",
     "linear",
+    "linear_shape",
     "rms_norm",
+    "rms_norm_shape",
     "rope_angles",
     "swiglu",
+    "swiglu_shape",
     "transformer_block",
+    "transformer_block_shape",
 ]
+
+Shape = tuple[int, ...]
 
 
 # ---------------------------------------------------------------------------------------
@@ -115,6 +130,25 @@ def _check_heads(d: int, n_heads: int, n_kv_heads: int) -> None:
         raise ValueError(f"n_heads {n_heads} is not divisible by n_kv_heads {n_kv_heads}")
 
 
+def _shape_of(t: object) -> Shape:
+    """The shape of a Tensor, array or nested list (L0.3), without copying it."""
+    return t.shape if isinstance(t, Tensor) else np.shape(t)
+
+
+def _expect(name: str, shape: Shape, letters: str, expected: Shape, why: str = "") -> None:
+    """Refuse `name` unless its shape is exactly `expected` (written `letters`)."""
+    if tuple(shape) != tuple(expected):
+        raise ShapeError(name, f"{name} must have shape {letters} = {tuple(expected)}{why};"
+                               f" got {tuple(shape)}")
+
+
+def _last_axis(name: str, shape: Shape, letters: str) -> int:
+    """The width d of an activation (..., d); a 0-d one has none."""
+    if not shape:
+        raise ShapeError(name, f"{name} must have shape {letters} (at least one axis); got ()")
+    return shape[-1]
+
+
 # ---------------------------------------------------------------------------------------
 # RoPE angles
 # ---------------------------------------------------------------------------------------
@@ -164,6 +198,18 @@ def rope_angles(
 # ---------------------------------------------------------------------------------------
 
 
+def rms_norm_shape(x: Shape, weight: Shape, name: str = "weight") -> Shape:
+    """``rms_norm``'s contract from shapes: x (..., d), weight (d,) → out (..., d).
+
+    `name` is what the caller calls the gain (``attn_norm`` in a block). A gain NumPy
+    would broadcast, such as (n, d) or (20000, 1, 1, d), is refused: it would change the
+    output's shape. Raises `ShapeError` naming the input and both shapes.
+    """
+    d = _last_axis("x", x, "(..., d)")
+    _expect(name, weight, "(d,)", (d,), f" for x of shape {tuple(x)}")
+    return tuple(x)
+
+
 def rms_norm(x: Tensor, weight: Tensor, eps: float = 1e-6) -> Tensor:
     """Root-mean-square normalisation of the last axis, then a learned per-feature gain.
 
@@ -178,7 +224,7 @@ def rms_norm(x: Tensor, weight: Tensor, eps: float = 1e-6) -> Tensor:
         weight: sum over leading axes of g · x / r
 
     Raises:
-        ValueError / NumPy errors when weight does not broadcast against x's last axis.
+        ShapeError (a ValueError): weight is not (d,) for x's last axis d; x is 0-d.
 
     Example:
         >>> rms_norm(Tensor([[3.0, 4.0]]), Tensor([1.0, 2.0]), eps=0.0).data.round(4)
@@ -186,6 +232,7 @@ def rms_norm(x: Tensor, weight: Tensor, eps: float = 1e-6) -> Tensor:
 
     SPEC L7. Zhang & Sennrich 2019, "Root Mean Square Layer Normalization".
     """
+    rms_norm_shape(_shape_of(x), _shape_of(weight))
     d = x.shape[-1]
     mean_square = tsum(x * x, axis=-1, keepdims=True) / d  # (..., 1)
     inv_rms = pow(mean_square + eps, -0.5)  # (..., 1)
@@ -195,6 +242,20 @@ def rms_norm(x: Tensor, weight: Tensor, eps: float = 1e-6) -> Tensor:
 # ---------------------------------------------------------------------------------------
 # Linear
 # ---------------------------------------------------------------------------------------
+
+
+def linear_shape(x: Shape, weight: Shape, name: str = "weight") -> Shape:
+    """``linear``'s contract from shapes: x (..., d_in), weight (d_in, d_out) → (..., d_out).
+
+    The weight must be 2-D: a batched one (np.matmul would broadcast it) or a 1-D one
+    (np.matmul would drop an axis) is not a linear layer. Raises `ShapeError`.
+    """
+    d_in = _last_axis("x", x, "(..., d_in)")
+    if len(weight) != 2:
+        raise ShapeError(name, f"{name} must be 2-D, shape (d_in, d_out) with d_in = {d_in}"
+                               f" for x of shape {tuple(x)}; got {tuple(weight)}")
+    _expect(name, weight, "(d_in, d_out)", (d_in, weight[1]), f" for x of shape {tuple(x)}")
+    return (*x[:-1], weight[1])
 
 
 def linear(x: Tensor, weight: Tensor) -> Tensor:
@@ -212,7 +273,7 @@ def linear(x: Tensor, weight: Tensor) -> Tensor:
         weight: x.T @ g, summed over every leading (batch) axis
 
     Raises:
-        ValueError: x's last axis does not match weight's first (NumPy's matmul error).
+        ShapeError (a ValueError): weight is not 2-D, or its first axis is not x's last.
 
     Example:
         >>> linear(Tensor([[1.0, 2.0]]), Tensor([[1.0, 0.0, 1.0], [0.0, 1.0, 1.0]])).data
@@ -220,12 +281,51 @@ def linear(x: Tensor, weight: Tensor) -> Tensor:
 
     SPEC L7.
     """
+    linear_shape(_shape_of(x), _shape_of(weight))
     return matmul(x, weight)  # (..., d_out)
 
 
 # ---------------------------------------------------------------------------------------
 # Attention
 # ---------------------------------------------------------------------------------------
+
+
+def attention_shape(
+    x: Shape,
+    wq: Shape,
+    wk: Shape,
+    wv: Shape,
+    wo: Shape,
+    n_heads: int,
+    n_kv_heads: int,
+    cos: Shape,
+    sin: Shape,
+) -> Shape:
+    """``attention``'s contract from shapes (and the two head counts) → out (B, n, d).
+
+    Checked in this order, before any product: x is (B, n, d); H > 0 and Hkv > 0; H
+    divides d and Hkv divides H; dk = d/H is even (RoPE pairs); wq (d, H·dk); wk, wv
+    (d, Hkv·dk); wo (H·dk, d); cos, sin (n, dk/2). Raises `ShapeError` naming the input.
+    """
+    if len(x) != 3:
+        raise ShapeError("x", f"x must have shape (B, n, d); got {tuple(x)}")
+    B, n, d = x
+    _check_heads(d, n_heads, n_kv_heads)
+    dk = d // n_heads
+    if dk % 2:
+        raise ShapeError("n_heads", f"head dimension d/H = {d}/{n_heads} = {dk} must be even"
+                                    " for RoPE pairs")
+    why = f" for x of shape {tuple(x)}, H={n_heads}, Hkv={n_kv_heads}"
+    _expect("wq", wq, "(d, H·dk)", (d, n_heads * dk), why)
+    _expect("wk", wk, "(d, Hkv·dk)", (d, n_kv_heads * dk), why)
+    _expect("wv", wv, "(d, Hkv·dk)", (d, n_kv_heads * dk), why)
+    _expect("wo", wo, "(H·dk, d)", (n_heads * dk, d), why)
+    table = (n, dk // 2)
+    clash = [name for name, s in (("cos", cos), ("sin", sin)) if tuple(s) != table]
+    if clash:
+        raise ShapeError(", ".join(clash), f"cos and sin must be (n, dk/2) = {table}, "
+                                           f"got {tuple(cos)} and {tuple(sin)}")
+    return (B, n, d)
 
 
 def attention(
@@ -257,8 +357,9 @@ def attention(
         cos, sin: not differentiable (trig tables, L0.6)
 
     Raises:
-        ValueError: d not divisible by H, or H not divisible by Hkv (names both numbers);
-            odd dk; cos/sin not shaped (n, dk/2).
+        ShapeError (a ValueError), before any product: d not divisible by H, or H not
+            divisible by Hkv (names both numbers); odd dk; x not 3-D; a weight not shaped
+            as above (names it and both shapes); cos/sin not shaped (n, dk/2).
 
     Example:
         >>> rng = np.random.default_rng(0)
@@ -270,16 +371,11 @@ def attention(
     SPEC L3.5, L6, L7. Vaswani et al. 2017 (attention); Su et al. 2021 (RoPE);
     Ainslie et al. 2023, "GQA: Training Generalized Multi-Query Transformer Models".
     """
-    B, n, d = x.shape
-    _check_heads(d, n_heads, n_kv_heads)
+    B, n, d = attention_shape(
+        *(_shape_of(t) for t in (x, wq, wk, wv, wo)), n_heads, n_kv_heads,
+        np.shape(cos), np.shape(sin),
+    )
     dk = d // n_heads
-    if dk % 2:
-        raise ValueError(f"head dimension d/H = {d}/{n_heads} = {dk} must be even for RoPE pairs")
-    if np.shape(cos) != (n, dk // 2) or np.shape(sin) != (n, dk // 2):
-        raise ValueError(
-            f"cos and sin must be (n, dk/2) = ({n}, {dk // 2}), "
-            f"got {np.shape(cos)} and {np.shape(sin)}"
-        )
 
     q = reshape(linear(x, wq), (B, n, n_heads, dk))  # (B, n, H, dk)
     k = reshape(linear(x, wk), (B, n, n_kv_heads, dk))  # (B, n, Hkv, dk)
@@ -307,6 +403,23 @@ def attention(
 # ---------------------------------------------------------------------------------------
 
 
+def swiglu_shape(x: Shape, w1: Shape, w2: Shape, w3: Shape) -> Shape:
+    """``swiglu``'s contract from shapes: x (..., d), w1, w3 (d, F), w2 (F, d) → (..., d).
+
+    Raises `ShapeError` naming the weight and both shapes.
+    """
+    d = _last_axis("x", x, "(..., d)")
+    if len(w1) != 2:
+        raise ShapeError("w1", f"w1 must be 2-D, shape (d, F) with d = {d} for x of shape"
+                               f" {tuple(x)}; got {tuple(w1)}")
+    F = w1[1]
+    why = f" for x of shape {tuple(x)} and w1 of shape {tuple(w1)}"
+    _expect("w1", w1, "(d, F)", (d, F), f" for x of shape {tuple(x)}")
+    _expect("w3", w3, "(d, F)", (d, F), why)
+    _expect("w2", w2, "(F, d)", (F, d), why)
+    return tuple(x)
+
+
 def swiglu(x: Tensor, w1: Tensor, w2: Tensor, w3: Tensor) -> Tensor:
     """The SwiGLU feed-forward: out = (silu(x @ w1) · (x @ w3)) @ w2.
 
@@ -322,7 +435,7 @@ def swiglu(x: Tensor, w1: Tensor, w2: Tensor, w3: Tensor) -> Tensor:
         x: the sum of the two paths back through w1 and w3
 
     Raises:
-        ValueError: inner dimensions do not match (NumPy's matmul error).
+        ShapeError (a ValueError): a weight is not shaped as above (names it, both shapes).
 
     Example:
         >>> one = Tensor(np.eye(2))
@@ -331,6 +444,7 @@ def swiglu(x: Tensor, w1: Tensor, w2: Tensor, w3: Tensor) -> Tensor:
 
     SPEC L7. Shazeer 2020, "GLU Variants Improve Transformer".
     """
+    swiglu_shape(*(_shape_of(t) for t in (x, w1, w2, w3)))
     gate = silu(linear(x, w1))  # (..., F)
     up = linear(x, w3)  # (..., F)
     return linear(gate * up, w2)  # (..., d)
@@ -339,6 +453,33 @@ def swiglu(x: Tensor, w1: Tensor, w2: Tensor, w3: Tensor) -> Tensor:
 # ---------------------------------------------------------------------------------------
 # Transformer block
 # ---------------------------------------------------------------------------------------
+
+
+def transformer_block_shape(
+    x: Shape,
+    attn_norm: Shape,
+    wq: Shape,
+    wk: Shape,
+    wv: Shape,
+    wo: Shape,
+    ffn_norm: Shape,
+    w1: Shape,
+    w2: Shape,
+    w3: Shape,
+    n_heads: int,
+    n_kv_heads: int,
+    cos: Shape,
+    sin: Shape,
+) -> Shape:
+    """``transformer_block``'s contract from shapes → out (B, n, d), checked in the order
+    the block computes: attn_norm (d,), attention's weights, ffn_norm (d,), the SwiGLU
+    weights. Raises `ShapeError` naming the input (``attn_norm``, not ``weight``)."""
+    if len(x) != 3:
+        raise ShapeError("x", f"x must have shape (B, n, d); got {tuple(x)}")
+    rms_norm_shape(x, attn_norm, "attn_norm")
+    attention_shape(x, wq, wk, wv, wo, n_heads, n_kv_heads, cos, sin)
+    rms_norm_shape(x, ffn_norm, "ffn_norm")
+    return swiglu_shape(x, w1, w2, w3)
 
 
 def transformer_block(
@@ -371,7 +512,8 @@ def transformer_block(
         n_heads, n_kv_heads, cos, sin, eps: not differentiable (L0.6, L2.4).
 
     Raises:
-        ValueError: as ``attention`` (head counts, table shapes).
+        ShapeError (a ValueError), before any work: a gain not (d,), or anything
+            ``attention`` or ``swiglu`` refuses (head counts, weights, tables).
 
     Example:
         >>> rng = np.random.default_rng(0)
@@ -383,6 +525,10 @@ def transformer_block(
 
     SPEC L7. The pre-norm arrangement of llama (Touvron et al. 2023).
     """
+    transformer_block_shape(
+        *(_shape_of(t) for t in (x, attn_norm, wq, wk, wv, wo, ffn_norm, w1, w2, w3)),
+        n_heads, n_kv_heads, np.shape(cos), np.shape(sin),
+    )
     h = x + attention(rms_norm(x, attn_norm, eps), wq, wk, wv, wo, n_heads, n_kv_heads, cos, sin)
     return h + swiglu(rms_norm(h, ffn_norm, eps), w1, w2, w3)  # (B, n, d)
 

@@ -27,7 +27,7 @@ import numpy as np
 from numpy.lib.array_utils import normalize_axis_index, normalize_axis_tuple
 
 from glassllm import Tensor, autograd, no_grad
-from glassllm.shapes import index_shape, matmul_cost, matmul_shape, probe
+from glassllm.shapes import ShapeError, index_shape, matmul_cost, matmul_shape, probe
 from glassllm.wire import ARRAY_KINDS, WireError, coerce
 
 __all__ = [
@@ -241,17 +241,43 @@ def _embedding(args: dict) -> Plan:
     return Plan(index_shape(_shape(args, "weight"), args["ids"]), ("weight", "ids"))  # S + (d,)
 
 
+def _logits_targets(args: dict) -> tuple[int, ...]:
+    """cross_entropy's checks (L5.1, L5.3), with autograd's messages: logits (N, V), targets
+    (N,), every target inside [-V, V) (NumPy's IndexError, as the library's gather)."""
+    logits, targets = _shape(args, "logits"), _shape(args, "targets")
+    if len(logits) != 2:
+        raise ShapeError("logits", f"cross_entropy: logits must have shape (N, V), got {logits}")
+    if targets != (logits[0],):
+        raise ShapeError("targets", f"cross_entropy: targets must have shape (N,) ="
+                                    f" ({logits[0]},) to match logits {logits}, got {targets}")
+    index_shape(logits, (np.arange(logits[0]), np.asarray(args["targets"])))
+    return logits
+
+
 def _cross_entropy(args: dict) -> Plan:
-    return Plan((), ("logits",), (("logits", math.prod(_shape(args, "logits"))),))
+    logits = _logits_targets(args)
+    return Plan((), ("logits",), (("logits", math.prod(logits)),))
+
+
+def _cross_entropy_grad(args: dict) -> Plan:
+    return Plan(_logits_targets(args), ("logits", "targets"))
 
 
 def _rope(args: dict) -> Plan:
-    x = _shape(args, "x")
+    """rope's output is shaped like x (L6.1): the tables broadcast *to* x's pairs, never
+    beyond them (autograd.rope's rule and message)."""
+    x, cos, sin = _shape(args, "x"), _shape(args, "cos"), _shape(args, "sin")
     if not x or x[-1] % 2:
-        raise ValueError(f"rope: the last axis of x holds coordinate pairs, so it must be even;"
-                         f" x has shape {x}")
-    half = np.broadcast_shapes((*x[:-1], x[-1] // 2), _shape(args, "cos"), _shape(args, "sin"))
-    return Plan((*half[:-1], 2 * half[-1]), ("x", "cos", "sin"))
+        raise ShapeError("x", f"rope: the last axis of x holds (even, odd) coordinate pairs and"
+                              f" must have even length; x has shape {x}")
+    pairs = (*x[:-1], x[-1] // 2)
+    if np.broadcast_shapes(pairs, cos, sin) != pairs:                 # NumPy's error if they clash
+        clash = [n for n, t in (("cos", cos), ("sin", sin))
+                 if np.broadcast_shapes(pairs, t) != pairs]
+        raise ShapeError(", ".join(clash), f"rope: cos {cos} and sin {sin} must broadcast to the"
+                                           f" pairs of x, {pairs} for x {x}: the output is"
+                                           " shaped like x (L6.1)")
+    return Plan(x, ("x", "cos", "sin"))
 
 
 def _repeat_kv(args: dict) -> Plan:
@@ -259,7 +285,7 @@ def _repeat_kv(args: dict) -> Plan:
     if repeats < 1:
         raise WireError("repeats", f"must be a positive integer (L6.3); got {repeats}")
     if len(x) != 4:
-        raise ValueError(f"repeat_kv: x must have shape (B, Hkv, n, dk); got shape {x}")
+        raise ShapeError("x", f"repeat_kv: x must have shape (B, Hkv, n, dk), got {x}")
     return Plan((x[0], x[1] * repeats, x[2], x[3]), ("x", "repeats"))
 
 
@@ -394,7 +420,7 @@ _ops += [
        " an ndarray; builds no graph", "L5.2",
        (C("logits", "array", "raw logits", shape="(N, V)"),
         C("targets", "int_array", "integer class ids", shape="(N,)")),
-       same_as("logits", "targets"), output="ndarray",
+       _cross_entropy_grad, output="ndarray",
        examples=(Example("two equal logits, closed form: (softmax - one-hot) / N, no graph",
                          {"logits": [[0.0, 0.0]], "targets": [1]}, "L5.2",
                          expected={"value": [[0.5, -0.5]]}),)),
@@ -421,28 +447,46 @@ _ops += [
 # L7 layer ops (glassllm.layers), each a composition of the ops above
 # --------------------------------------------------------------------------------------
 
-_linear = _matmul_plan("x", "weight")
+# Each layer plan first calls the library's own shape contract (`layers.*_shape`): a
+# weight NumPy would broadcast, or a head count that does not divide d, is a ShapeError
+# naming that input before any work, and the planned shape is the one the layer returns.
+
+def _rms_norm(args: dict) -> Plan:
+    return Plan(layers.rms_norm_shape(_shape(args, "x"), _shape(args, "weight")), ("x",))
+
+
+def _linear(args: dict) -> Plan:
+    x, w = _shape(args, "x"), _shape(args, "weight")
+    layers.linear_shape(x, w)
+    out, sizes, madds = _product(x, w, "x, weight")                        # (…, d_out)
+    return Plan(out, ("x", "weight"), tuple(sizes), madds, "x, weight")
 
 
 def _swiglu(args: dict) -> Plan:
-    x = _shape(args, "x")
-    gate, s1, m1 = _product(x, _shape(args, "w1"), "x, w1")               # (…, F)
-    up, s3, m3 = _product(x, _shape(args, "w3"), "x, w3")                 # (…, F)
-    hidden = np.broadcast_shapes(gate, up)                                 # silu(gate) · up
-    out, s2, m2 = _product(hidden, _shape(args, "w2"), "x, w1, w2, w3")   # (…, d)
+    x, w1, w2, w3 = (_shape(args, name) for name in ("x", "w1", "w2", "w3"))
+    layers.swiglu_shape(x, w1, w2, w3)
+    hidden, s1, m1 = _product(x, w1, "x, w1")                             # gate: (…, F)
+    _, s3, m3 = _product(x, w3, "x, w3")                                   # up: (…, F)
+    out, s2, m2 = _product(hidden, w2, "x, w1, w2, w3")                   # (…, d)
     return Plan(out, ("x",), (*s1, *s3, ("x, w1, w3", math.prod(hidden)), *s2),
                 m1 + m2 + m3, "x, w1, w2, w3")
+
+
+def _heads(args: dict) -> tuple[int, int]:
+    """H and Hkv; a count below 1 is a wrong value of an int input (422), like repeats."""
+    h, hkv = args["n_heads"], args["n_kv_heads"]
+    if h < 1 or hkv < 1:
+        raise WireError("n_heads" if h < 1 else "n_kv_heads", "must be a positive integer")
+    return h, hkv
 
 
 def _attention_sizes(args: dict) -> tuple[tuple[int, ...], list, int]:
     """Attention's output shape, the arrays it builds and its multiply-adds (forward +
     backward): the q / k / v projections, the (B, H, n, dk) heads with K and V repeated
     to H heads, the (B, H, n, n) scores (masked, softmax'd), the output projection."""
-    x, h, hkv = _shape(args, "x"), args["n_heads"], args["n_kv_heads"]
-    if len(x) != 3:
-        raise ValueError(f"attention: x must have shape (B, n, d); got shape {x}")
-    if h < 1 or hkv < 1:
-        raise WireError("n_heads" if h < 1 else "n_kv_heads", "must be a positive integer")
+    h, hkv = _heads(args)
+    x = layers.attention_shape(*(_shape(args, name) for name in ("x", "wq", "wk", "wv", "wo")),
+                               h, hkv, _shape(args, "cos"), _shape(args, "sin"))
     b, n, d = x
     dk = d // h
     sizes, madds = [], 0
@@ -462,6 +506,10 @@ def _attention(args: dict) -> Plan:
 
 
 def _block(args: dict) -> Plan:
+    layers.transformer_block_shape(
+        *(_shape(args, name) for name in ("x", "attn_norm", "wq", "wk", "wv", "wo", "ffn_norm",
+                                          "w1", "w2", "w3")),
+        *_heads(args), _shape(args, "cos"), _shape(args, "sin"))
     out, sizes, madds = _attention_sizes(args)                            # rms_norm, + : (B, n, d)
     ffn = _swiglu({"x": probe(out), "w1": args["w1"], "w2": args["w2"], "w3": args["w3"]})
     return Plan(out, ("x",), (*sizes, *ffn.sizes), madds + ffn.madds,
@@ -489,7 +537,7 @@ if layers is not None:
         Op("rms_norm", layers.rms_norm, "x / sqrt(mean(x², last axis) + eps) · weight", "L7",
            (T("x", "activations", "(…, d)"), T("weight", "per-feature gain", "(d,)"),
             C("eps", "number", "added under the root", default=1e-6)),
-           elementwise("x", "weight"), module="glassllm.layers",
+           _rms_norm, module="glassllm.layers",
            examples=(ex("a 3-4-5 row", x=[[3.0, 4.0]], weight=[1.0, 2.0], eps=0.0),)),
         Op("linear", layers.linear, "x @ weight, weight stored (d_in, d_out)", "L7",
            (T("x", "activations", "(…, d_in)"), T("weight", _W, "(d_in, d_out)")), _linear,

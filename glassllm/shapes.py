@@ -12,6 +12,8 @@ is refused before any work — and before any work done only to find that out.
   the multiply-adds of forward and backward together.
 - `index_shape(shape, index)`: ``a[index].shape`` by NumPy's basic and advanced indexing
   rules, with NumPy's IndexError messages, in time proportional to the index arrays.
+- `ShapeError`: a ValueError that names the one input whose shape breaks an op's contract,
+  so the sandbox can say which input to fix (H4).
 
 Pure Python + NumPy. Shape letters: see STYLE.md's glossary.
 """
@@ -24,10 +26,22 @@ from typing import Any
 
 import numpy as np
 
-__all__ = ["index_shape", "matmul_cost", "matmul_shape", "probe"]
+__all__ = ["ShapeError", "index_shape", "matmul_cost", "matmul_shape", "probe"]
 
 _ZERO_BYTES = np.dtype([])
 MAX_DIMS = 64                                    # NumPy's limit on an array's dimensions
+
+
+class ShapeError(ValueError):
+    """An input whose shape (or head count) breaks an op's documented contract.
+
+    A ValueError like NumPy's own (L0.4), plus ``input``: the name of the argument to fix,
+    e.g. ``"ffn_norm"`` or ``"n_heads"`` (a comma-separated list when several clash).
+    """
+
+    def __init__(self, input: str, message: str):
+        super().__init__(message)
+        self.input = input
 
 
 def probe(shape: Sequence[int]) -> np.ndarray:

@@ -12,6 +12,7 @@ from typing import Any
 from glassllm import registry
 from glassllm.expr import FloatWarnings
 from glassllm.registry import LimitError, Op
+from glassllm.shapes import ShapeError
 from glassllm.wire import WireError, coerce
 from service import numpy_warnings
 from service.codec import dumps, encode_value
@@ -94,7 +95,13 @@ def compute(op: Op, body: Any, maybe_bools: bool, settings: Settings) -> bytes:
 
 
 def numpy_error(op: Op, inputs: dict, exc: Exception) -> ApiError:
-    """A NumPy shape / axis / broadcast / index error → 400 naming the op and its inputs."""
+    """A NumPy shape / axis / broadcast / index error → 400 naming the op and its inputs.
+
+    A `ShapeError` knows which input breaks the contract (``ffn_norm``, ``n_heads``): only
+    that one is named, so the page shows the message beside it alone.
+    """
+    if isinstance(exc, ShapeError):
+        return ApiError(400, "shape_error", f"{op.name}: {exc}", op=op.name, input=exc.input)
     names = [i.name for i in op.inputs if i.name in inputs]
     message = f"{op.name}({', '.join(names)}): {type(exc).__name__}: {exc}"
     return ApiError(400, "numpy_error", message, op=op.name, input=", ".join(names))

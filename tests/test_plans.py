@@ -79,7 +79,8 @@ def test_attention_counts_scores_and_every_product():
     assert p.shape == (2, 3, 4) and p.madds == 3 * 432
     assert ("x, n_heads", 2 * 2 * 3 * 3) in p.sizes            # scores (B, H, n, n)
     long = {**args, "x": P((1, 2048, 8)), "wq": P((8, 8)), "wk": P((8, 8)), "wv": P((8, 8)),
-            "wo": P((8, 8)), "n_heads": 4, "n_kv_heads": 4}
+            "wo": P((8, 8)), "n_heads": 4, "n_kv_heads": 4, "cos": P((2048, 1)),
+            "sin": P((2048, 1))}
     err = refused(plan("attention", **long))
     assert err.input == "x, n_heads" and "16777216 elements" in err.rule   # 4 · 2048²
 
@@ -100,6 +101,67 @@ def test_layer_example_plans_match_the_library():
         op = R.OPS[name]
         args = R.coerce_inputs(op, op.examples[0].inputs)
         assert R.plan(op, args).shape == R.run(op, args).value.shape, name
+
+
+ARRAY_KINDS = ("tensor", "array", "table", "int_array", "bool_mask")
+
+
+def broadcasty(rng: random.Random, op: R.Op, args: dict) -> dict:
+    """A variant of an example's inputs that NumPy might still broadcast: each array input
+    kept, or given a leading axis (of 1, 2 or 3), an inserted axis of 1, one axis doubled
+    or cut to 1, or flattened; an int input (head counts, repeats) maybe changed."""
+    out = dict(args)
+    for spec in op.inputs:
+        if spec.kind == "int" and rng.random() < 0.3:
+            out[spec.name] = rng.choice([1, 2, 3, 4])
+        if spec.kind not in ARRAY_KINDS or rng.random() < 0.4:
+            continue
+        a = np.asarray(out[spec.name])
+        r = rng.random()
+        if r < 0.25 or not a.ndim:
+            a = np.broadcast_to(a, (rng.choice([1, 2, 3]), *a.shape)).copy()
+        elif r < 0.45:
+            a = np.expand_dims(a, rng.randrange(a.ndim + 1))
+        elif r < 0.65:
+            ax = rng.randrange(a.ndim)
+            a = np.concatenate([a, a], axis=ax)
+        elif r < 0.8:
+            a = np.take(a, [0], axis=rng.randrange(a.ndim))
+        else:
+            a = a.reshape(-1)
+        out[spec.name] = a
+    return out
+
+
+CASES = [(op, k) for op in R.OPS.values() for k in range(len(op.examples))]
+
+
+@pytest.mark.parametrize("op,k", CASES, ids=[f"{op.name}-{k}" for op, k in CASES])
+def test_every_plan_is_what_the_library_does(op, k):
+    """H5 (QA pass 3, defect 1): for every registry op, its examples and 120 broadcast-y
+    variants of each, the plan refuses exactly what the library refuses, and otherwise its
+    shape is the real output's — so a refusal comes before any work and the limits are
+    checked against the array that will be built (a block's gain of shape (20000, 1, 1, d)
+    was planned as (B, n, d) and built as (20000, B, n, d))."""
+    rng = random.Random(f"{op.name}-{k}")
+    base = R.coerce_inputs(op, op.examples[k].inputs)
+    agreed = {"planned": 0, "refused": 0}
+    for i in range(121):
+        args = broadcasty(rng, op, base) if i else base
+        shapes = {name: np.shape(v) for name, v in args.items()}
+        try:
+            planned = R.plan(op, args).shape
+        except (ValueError, IndexError, TypeError) as exc:
+            with np.errstate(all="ignore"), pytest.raises((ValueError, IndexError, TypeError)):
+                R.run(op, args)
+            assert i, f"the example itself is refused: {exc}"
+            agreed["refused"] += 1
+            continue
+        with np.errstate(all="ignore"):
+            value = R.run(op, args).value                # raises if the plan let it through
+        assert value.shape == planned, (shapes, planned, value.shape)
+        agreed["planned"] += 1
+    assert agreed["planned"] >= 1
 
 
 # --------------------------------------------------------------------------------------
