@@ -121,13 +121,16 @@ class GlassConfig:
 
 
 def _check_heads(d: int, n_heads: int, n_kv_heads: int) -> None:
-    """Raise ValueError unless H divides d and Hkv divides H (messages name both numbers)."""
+    """Raise ShapeError (a ValueError) unless H divides d and Hkv divides H; the message
+    names both numbers, ``input`` the head count to change."""
     if n_heads <= 0 or n_kv_heads <= 0:
-        raise ValueError(f"n_heads ({n_heads}) and n_kv_heads ({n_kv_heads}) must be positive")
+        raise ShapeError("n_heads" if n_heads <= 0 else "n_kv_heads",
+                         f"n_heads ({n_heads}) and n_kv_heads ({n_kv_heads}) must be positive")
     if d % n_heads:
-        raise ValueError(f"d_model {d} is not divisible by n_heads {n_heads}")
+        raise ShapeError("n_heads", f"d_model {d} is not divisible by n_heads {n_heads}")
     if n_heads % n_kv_heads:
-        raise ValueError(f"n_heads {n_heads} is not divisible by n_kv_heads {n_kv_heads}")
+        raise ShapeError("n_kv_heads",
+                         f"n_heads {n_heads} is not divisible by n_kv_heads {n_kv_heads}")
 
 
 def _shape_of(t: object) -> Shape:

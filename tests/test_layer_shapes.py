@@ -23,6 +23,7 @@ from glassllm.layers import (
     attention,
     linear,
     rms_norm,
+    rope_angles,
     swiglu,
     transformer_block,
 )
@@ -110,6 +111,25 @@ def test_attention_checks_each_projection(name, shape):
     assert f"got {shape}" in str(err) and "for x of shape (1, 3, 2), H=1, Hkv=1" in str(err)
 
 
+@pytest.mark.parametrize("n_heads", [3, 4])
+def test_head_divisibility_is_checked_before_any_matmul(n_heads, monkeypatch):
+    """QA: d=2 with H=3 or 4 told of a matmul "core dimension" instead of the heads."""
+    import glassllm.layers as layers
+
+    def no_matmul(*args):
+        raise AssertionError("a matmul ran before the head counts were checked")
+
+    monkeypatch.setattr(layers, "matmul", no_matmul)
+    w = [Tensor(I2)] * 4
+    err = refusal(attention, Tensor(X), *w, n_heads, 1, COS, SIN)
+    assert err.input == "n_heads" and str(err) == f"d_model 2 is not divisible by n_heads {n_heads}"
+    err = refusal(attention, Tensor(np.ones((1, 3, 4))), *[Tensor(np.eye(4))] * 4, 2, 3,
+                  *rope_angles(3, 2))
+    assert err.input == "n_kv_heads" and str(err) == "n_heads 2 is not divisible by n_kv_heads 3"
+    err = refusal(call_block, block_inputs(n_heads=n_heads))
+    assert err.input == "n_heads" and str(err) == f"d_model 2 is not divisible by n_heads {n_heads}"
+
+
 # --------------------------------------------------------------------------------------
 # the registry plans the same checks; the service answers 400 naming the input (H4, H5)
 # --------------------------------------------------------------------------------------
@@ -129,6 +149,9 @@ def test_plan_refuses_what_the_library_refuses():
     op = R.OPS["transformer_block"]
     with pytest.raises(ShapeError, match=r"ffn_norm must have shape \(d,\) = \(2,\)"):
         R.plan(op, {**block_inputs(ffn_norm=R.probe((20000, 1, 1, 2))), "eps": 1e-6})
+    with pytest.raises(ShapeError, match="d_model 2 is not divisible by n_heads 4"):
+        R.plan(R.OPS["attention"], {"x": X, "wq": I2, "wk": I2, "wv": I2, "wo": I2,
+                                    "n_heads": 4, "n_kv_heads": 1, "cos": COS, "sin": SIN})
     with pytest.raises(ShapeError, match=r"weight must have shape \(d,\)"):
         R.plan(R.OPS["rms_norm"], {"x": R.probe((1, 3, 2)), "weight": R.probe((3, 2)),
                                    "eps": 1e-6})
@@ -156,3 +179,23 @@ def test_block_with_a_broadcasting_gain_is_400_before_work(client, name, shape):
     err = r.json()["error"]
     assert err["input"] == f"variables.{name}" and err["position"] == expression.index(name)
     assert f"{name} must have shape (d,) = (2,)" in err["message"]
+
+
+@pytest.mark.parametrize("op", ["attention", "transformer_block"])
+@pytest.mark.parametrize("n_heads", [3, 4])
+def test_heads_not_dividing_d_is_400_naming_n_heads(client, op, n_heads):
+    inputs = block_inputs(n_heads=n_heads)
+    if op == "attention":
+        inputs = {k: inputs[k] for k in ("x", "wq", "wk", "wv", "wo", "n_heads", "n_kv_heads",
+                                         "cos", "sin")}
+    r = post(client, f"/api/v1/ops/{op}", {"inputs": inputs})
+    assert r.status_code == 400, r.text[:300]
+    err = r.json()["error"]
+    assert err["input"] == "n_heads"                           # the page marks n_heads only
+    assert err["message"] == f"{op}: d_model 2 is not divisible by n_heads {n_heads}"
+    r = post(client, "/api/v1/eval", {"expression": f"attention(x, w, w, w, w, {n_heads}, 1,"
+                                                    " cos, sin)",
+                                      "variables": {"x": X, "w": I2, "cos": COS, "sin": SIN}})
+    err = r.json()["error"]
+    assert r.status_code == 400 and "d_model 2 is not divisible by n_heads" in err["message"]
+    assert err["position"] == len("attention(x, w, w, w, w, ")  # the caret under the count
