@@ -61,6 +61,9 @@ ALLOWED = (ast.Expression, ast.BinOp, ast.UnaryOp, ast.USub, ast.Call, ast.Name,
 ELEMENTWISE = {"add", "sub", "mul", "div", "pow", "rpow", "where", "masked_fill", "rope",
                "rms_norm"}
 PRINTABLE = frozenset(range(0x20, 0x7F)) | {0x09, 0x0A, 0x0D}
+# What one node's Python call costs, in elements of NumPy work: ~2 µs per node against
+# ~4 ns per element built (measured on a 2000-element check). Counted by `check`'s bound.
+NODE_COST = 512
 
 
 @dataclass(frozen=True)
@@ -74,7 +77,8 @@ class Limits:
     max_result_elements: int = 4_000_000   # elements of any node or intermediate (413)
     max_graph_elements: int = 4_000_000    # elements of all nodes together (413): each is sent
     max_matmul_madds: int = 1_000_000_000  # multiply-adds of all matmuls, with backward (413)
-    max_check_elements: int = 2_000        # elements finite-differenced by check (413)
+    max_check_elements: int = 2_000        # elements finite-differenced by check (413);
+    # check's total work (2 forward passes per checked element) is held to max_matmul_madds
 
 
 class ExprError(ValueError):
@@ -270,6 +274,7 @@ class Builder:
         self.by_var: dict[tuple[str, str], int] = {}
         self.elements = 0
         self.madds = 0
+        self.forward_work = 0      # ≈ one forward pass: multiply-adds + elements + NODE_COST
 
     def error(self, message: str, node: ast.AST, **kw: Any) -> ExprError:
         return ExprError(message, position=self.p.pos(node), span=self.p.span(node), **kw)
@@ -280,6 +285,7 @@ class Builder:
                             position=node.span[0], code="too_many_nodes")
         size = math.prod(node.shape)
         self.elements += size
+        self.forward_work += size + NODE_COST
         if size > self.limits.max_result_elements or self.elements > self.limits.max_graph_elements:
             raise ExprError(f"`{node.text[:60]}` would bring the graph to {self.elements}"
                             f" elements; the limits are {self.limits.max_result_elements} per"
@@ -535,6 +541,9 @@ class Builder:
                             status=400, code="numpy_error", span=span, position=span[0],
                             op=op.name) from None
         self.madds += plan.madds
+        # the forward's share: a plan counts each product 3× (forward + the backward's two,
+        # glassllm.shapes.matmul_cost) and lists the arrays built inside (erring high)
+        self.forward_work += plan.madds // 3 + sum(n for _, n in plan.sizes)
         if self.madds > self.limits.max_matmul_madds:
             raise ExprError(f"the matmuls would take {self.madds} multiply-adds; the limit is"
                             f" {self.limits.max_matmul_madds} (SPEC H5)", status=413,
@@ -755,11 +764,7 @@ def evaluate(expression: str, variables: Any = None, grad_output: Any = None,
                             f" {list(out_node.shape)}", input="grad_output")
     checked = [n for n in nodes if n.op == "variable" and n.kind == "tensor" and n.requires_grad]
     if check:
-        count = sum(math.prod(n.shape) for n in checked)
-        if count > limits.max_check_elements:
-            raise ExprError(f"check would finite-difference {count} elements; the limit is"
-                            f" {limits.max_check_elements}", status=413, code="too_large",
-                            input="check")
+        _check_cost(sum(math.prod(n.shape) for n in checked), builder, limits)
 
     fw = FloatWarnings()
     with fw:
@@ -811,6 +816,26 @@ def evaluate(expression: str, variables: Any = None, grad_output: Any = None,
         "first_nonfinite": first,
         "check": report,
     }
+
+
+def _check_cost(count: int, builder: Builder, limits: Limits) -> None:
+    """Refuse `check` (413) before computing when it would be too long (H5).
+
+    Central differences run the whole forward pass twice per checked element, so the
+    work is ≈ 2 · count · (the forward's multiply-adds + the elements it builds + a
+    per-node cost): held to the same multiply-add limit as the rest of the request.
+    """
+    if count > limits.max_check_elements:
+        raise ExprError(f"check would finite-difference {count} elements; the limit is"
+                        f" {limits.max_check_elements}", status=413, code="too_large",
+                        input="check")
+    total = 2 * count * builder.forward_work
+    if total > limits.max_matmul_madds:
+        raise ExprError(f"check would finite-difference {count} elements with 2 forward passes"
+                        f" each, {builder.forward_work} operations per pass (multiply-adds,"
+                        f" elements built, {NODE_COST} per node): {total} in all; the limit is"
+                        f" {limits.max_matmul_madds} (SPEC H5)", status=413, code="too_large",
+                        input="check")
 
 
 def _describe_node(n: Node, v: Any, grad: Any, nodes: list[Node]) -> dict:

@@ -47,7 +47,8 @@ class Settings(BaseSettings):
     max_expression_length: Annotated[int, _positive(1_000_000)] = 2000
     """Characters of a /api/v1/eval expression (422 above)."""
     max_check_elements: Annotated[int, Field(ge=0, le=1_000_000)] = 2000
-    """Elements finite-differenced by /api/v1/eval's "check": true (413 above; 0: no check)."""
+    """Elements finite-differenced by /api/v1/eval's "check": true (413 above; 0: no check).
+    Check's total work, 2 forward passes per element, is held to max_matmul_madds too."""
     static_dir: Path | None = None
     """Where the page lives; default: the copy shipped in the wheel, else the repo's static/."""
 

@@ -239,6 +239,42 @@ def test_check_is_refused_above_its_element_limit(client):
         == 3000.0
 
 
+def test_check_work_is_bounded_by_the_multiply_add_limit(client):
+    """H5 (QA pass 3, defect 3): x of 2000 elements under a 3e8 multiply-add matmul took
+    29 s with check (4000 forward passes) and 0.6 s without; refused before computing."""
+    variables = {"x": np.full(2000, 0.5).tolist(),            # ones and halves: a short body
+                 "A": {"value": np.ones((1000, 500)).tolist(), "requires_grad": False},
+                 "B": {"value": np.ones((500, 600)).tolist(), "requires_grad": False}}
+    expression = "((x.sum()*A)@B).sum()"
+    start = time.perf_counter()
+    err = post(client, {"expression": expression, "variables": variables, "check": True},
+               status=413)["error"]
+    assert time.perf_counter() - start < 5.0                  # parsing the body, no compute
+    assert err["input"] == "check" and err["code"] == "too_large"
+    assert err["message"].startswith("check would finite-difference 2000 elements with 2"
+                                     " forward passes each, ")
+    assert "the limit is 1000000000 (SPEC H5)" in err["message"]
+    assert post(client, {"expression": expression, "variables": variables})["shape"] == []
+
+
+def test_check_work_counts_multiply_adds_elements_and_nodes():
+    """The bound's arithmetic: x (2, 3) and A (3, 4) both checked, 18 elements; one pass is
+    x 6 + A 12 + x@A 8 + its sum 1 elements, 4 nodes × NODE_COST, 24 forward multiply-adds
+    and the product's planned arrays (out 8, gradients 6 and 12): 2125."""
+    variables = {"x": np.ones((2, 3)).tolist(), "A": np.ones((3, 4)).tolist()}
+    assert E.NODE_COST == 512
+    total = 2 * 18 * (6 + 12 + 8 + 1 + 4 * 512 + 24 + 26)
+    assert total == 76500
+    with pytest.raises(E.ExprError) as err:
+        E.evaluate("(x @ A).sum()", variables, check=True,
+                   limits=E.Limits(max_matmul_madds=total - 1))
+    assert err.value.status == 413 and err.value.input == "check"
+    assert "2125 operations per pass" in err.value.message and "76500 in all" in err.value.message
+    report = E.evaluate("(x @ A).sum()", variables, check=True,
+                        limits=E.Limits(max_matmul_madds=total))["check"]
+    np.testing.assert_allclose(arr(report["x"]["numeric"]), np.full((2, 3), 4.0), atol=1e-6)
+
+
 # --------------------------------------------------------------------------------------
 # NaN provenance, warnings, kinds
 # --------------------------------------------------------------------------------------
