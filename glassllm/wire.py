@@ -95,13 +95,27 @@ def _float(name: str, v: Any) -> float:
 INT64_MIN, INT64_MAX = -(2 ** 63), 2 ** 63 - 1
 
 
+def _past_int64(v: Any) -> bool:
+    """An integral float beyond int64: how orjson hands over an integer literal >= 2**64."""
+    return isinstance(v, float) and v.is_integer() and abs(v) >= 2.0 ** 63
+
+
 def _int(name: str, v: Any, what: str = "must be an integer") -> int:
-    """One JSON integer that fits int64, the dtype every integer input has (H3)."""
+    """One JSON integer that fits int64, the dtype every integer input has (H3).
+
+    orjson reads an integer literal outside [-2**63, 2**64) as a float64 (2**64 arrives as
+    1.8446744073709552e+19): an integral float that large was an integer too big for int64
+    — or written as one, 1e30 — so it is told so, not that it is no integer. A float
+    below 2**63 (3.0) is still refused as not an integer: JSON said what it meant.
+    """
+    if _past_int64(v):
+        raise WireError(name, f"the integer {v!r} is outside int64 (-2**63 to 2**63 - 1)")
     if not _is_int(v):
         raise WireError(name, f"{what}; got {_describe(v)}")
     if not INT64_MIN <= v <= INT64_MAX:
-        raise WireError(name, f"the integer {_describe(v)} is outside int64"
-                              " (-2**63 to 2**63 - 1)")
+        text = _describe(v)
+        text = text if text.startswith("an integer") else f"the integer {text}"
+        raise WireError(name, f"{text} is outside int64 (-2**63 to 2**63 - 1)")
     return v
 
 
@@ -250,7 +264,7 @@ def _index_item(name: str, item: Any) -> Any:
         return None
     if item == "...":
         return Ellipsis
-    if _is_int(item):
+    if _is_int(item) or _past_int64(item):
         return _int(name, item)
     if isinstance(item, dict):
         keys = set(item)
@@ -311,7 +325,7 @@ def coerce(kind: str, name: str, value: Any, *, maybe_bools: bool = True) -> Any
     if kind == "axis":
         if value is None:
             return value
-        if _is_int(value):
+        if _is_int(value) or _past_int64(value):
             return _int(name, value)
         if isinstance(value, list):
             return _int_list(name, value)

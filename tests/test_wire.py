@@ -92,11 +92,54 @@ def test_embedding_ids_outside_int64_are_422_naming_ids(client, ids):
 
 
 def test_integers_json_reads_as_floats_are_still_refused_as_ids(client):
-    """orjson reads integers beyond [-2**63, 2**64) as float64: refused as non-integers."""
-    for ids in ("[-9223372036854775809]", "[18446744073709551616]"):
+    """orjson reads integers beyond [-2**63, 2**64) as float64: still integers, outside int64
+    (QA pass 3, defect 4: they were told "must hold integers; got 1.8446744073709552e+19")."""
+    for ids, shown in (("[-9223372036854775809]", "-9.223372036854776e+18"),
+                       ("[18446744073709551616]", "1.8446744073709552e+19")):
         r = post(client, "/api/v1/ops/embedding", f'{{"inputs": {{"weight": {W}, "ids": {ids}}}}}')
         assert r.status_code == 422 and r.json()["error"]["input"] == "ids"
-        assert "must hold integers" in r.json()["error"]["message"]
+        assert r.json()["error"]["message"] == (f"input 'ids': the integer {shown} is outside"
+                                                " int64 (-2**63 to 2**63 - 1)")
+
+
+BIG = "18446744073709551616"                    # 2**64: orjson gives 1.8446744073709552e+19
+HUGE = "1" + "0" * 30                           # an integer literal orjson gives as 1e+30
+
+
+@pytest.mark.parametrize("big,shown", [(BIG, "1.8446744073709552e+19"), (HUGE, "1e+30")])
+@pytest.mark.parametrize("op,inputs,name", [
+    ("embedding", f'{{"weight": {W}, "ids": [0, BIG]}}', "ids"),
+    ("cross_entropy", '{"logits": [[0.0, 0.0]], "targets": [BIG]}', "targets"),
+    ("tsum", '{"a": [1.0], "axis": BIG}', "axis"),
+    ("tsum", '{"a": [1.0], "axis": [0, BIG]}', "axis"),
+    ("reshape", '{"a": [1.0], "shape": [BIG]}', "shape"),
+    ("reshape", '{"a": [1.0], "shape": BIG}', "shape"),
+    ("repeat_kv", '{"x": [[[[1.0]]]], "repeats": BIG}', "repeats"),
+    ("getitem", '{"a": [1.0], "index": BIG}', "index"),
+    ("getitem", '{"a": [1.0], "index": {"stop": BIG}}', "index"),
+    ("attention", '{"x": [[[1.0, 0.0]]], "wq": [[1.0, 0.0], [0.0, 1.0]], "wk": [[1.0, 0.0],'
+                  ' [0.0, 1.0]], "wv": [[1.0, 0.0], [0.0, 1.0]], "wo": [[1.0, 0.0], [0.0,'
+                  ' 1.0]], "n_heads": BIG, "n_kv_heads": 1, "cos": [[1.0]], "sin": [[0.0]]}',
+     "n_heads"),
+])
+def test_integers_past_uint64_are_outside_int64_for_every_int_input(client, op, inputs, name,
+                                                                    big, shown):
+    """H3/H4 (QA pass 3, defect 4): the same words as for 2**63 .. 2**64 - 1, naming the input."""
+    r = post(client, f"/api/v1/ops/{op}", f'{{"inputs": {inputs.replace("BIG", big)}}}')
+    assert r.status_code == 422, r.text
+    err = r.json()["error"]
+    assert err["input"] == name
+    assert err["message"] == f"input '{name}': the integer {shown} is outside int64 (-2**63 to" \
+                             " 2**63 - 1)"
+
+
+def test_integral_floats_inside_int64_are_still_not_integers():
+    with pytest.raises(WireError, match=r"must be an integer; got 3.0"):
+        coerce("int", "repeats", 3.0)
+    with pytest.raises(WireError, match=r"must hold integers \(indices\); got 1.5"):
+        coerce("int_array", "ids", [0, 1.5])
+    with pytest.raises(WireError, match="must be an integer; got inf"):
+        coerce("int", "repeats", float("inf"))
 
 
 def test_cross_entropy_targets_outside_int64_are_422(client):
