@@ -59,3 +59,49 @@ def test_the_console_script_exits_at_startup_naming_the_variable():
     assert r.returncode == 1
     assert r.stderr.strip() == ("glassllm-sandbox: invalid settings: GLASSLLM_MAX_CONCURRENCY="
                                 "'0': Input should be greater than or equal to 1")
+
+
+# --------------------------------------------------------------------------------------
+# the console script's own options (QA pass 3, defect 5)
+# --------------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("option,value,message", [
+    # 70000 printed "running on :70000" while the OS bound 70000 % 65536 = 4464
+    ("--port", "70000", "argument --port: must be a TCP port from 1 to 65535, got '70000'"),
+    ("--port", "65536", "argument --port: must be a TCP port from 1 to 65535, got '65536'"),
+    ("--port", "0", "argument --port: must be a TCP port from 1 to 65535, got '0'"),
+    ("--port", "-1", "argument --port: must be a TCP port from 1 to 65535, got '-1'"),
+    ("--port", "http", "argument --port: must be a TCP port from 1 to 65535, got 'http'"),
+    ("--workers", "0", "argument --workers: must be a positive integer, got '0'"),
+    ("--workers", "-1", "argument --workers: must be a positive integer, got '-1'"),
+    ("--log-level", "bogus", "argument --log-level: invalid choice: 'bogus' (choose from"
+                             " 'critical', 'error', 'warning', 'info', 'debug', 'trace')"),
+])
+def test_the_console_script_refuses_bad_options_with_exit_2(capsys, monkeypatch, option,
+                                                             value, message):
+    import uvicorn
+
+    from service import cli
+
+    monkeypatch.setattr(uvicorn, "run", lambda *a, **k: pytest.fail("uvicorn was started"))
+    with pytest.raises(SystemExit) as exit_info:
+        cli.main([option, value])
+    assert exit_info.value.code == 2
+    err = capsys.readouterr().err
+    assert "Traceback" not in err
+    assert err.strip().splitlines()[-1] == f"glassllm-sandbox: error: {message}"
+
+
+def test_the_console_script_passes_good_options_to_uvicorn(monkeypatch):
+    import uvicorn
+    import uvicorn.config
+
+    from service import cli
+
+    assert tuple(uvicorn.config.LOG_LEVELS) == cli.LOG_LEVELS     # the names uvicorn knows
+    seen = {}
+    monkeypatch.setattr(uvicorn, "run", lambda app, **kw: seen.update(kw))
+    cli.main(["--port", "65535", "--workers", "3", "--log-level", "trace"])
+    assert (seen["port"], seen["workers"], seen["log_level"]) == (65535, 3, "trace")
+    cli.main(["--port", "1"])
+    assert (seen["port"], seen["workers"], seen["log_level"]) == (1, 1, "info")
