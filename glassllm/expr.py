@@ -149,14 +149,26 @@ def parse(expression: Any, limits: Limits = Limits()) -> Parsed:
     try:
         tree = ast.parse(expression, mode="eval")
     except SyntaxError as exc:
-        starts = _line_starts(expression)
-        pos = starts[min(max((exc.lineno or 1) - 1, 0), len(starts) - 1)] + (exc.offset or 1) - 1
-        raise _fail(f"syntax error: {exc.msg}", pos) from None
+        ended = "; the expression ends too soon (a missing operand?)" if not exc.offset else ""
+        raise _fail(f"syntax error: {exc.msg}{ended}",
+                    _syntax_error_position(expression, exc)) from None
     except (RecursionError, MemoryError, ValueError):
         raise _fail("the expression is nested too deeply to parse", code="too_deep") from None
     parsed = Parsed(tree, expression, _line_starts(expression))
     _whitelist(parsed, limits)
     return parsed
+
+
+def _syntax_error_position(source: str, exc: SyntaxError) -> int:
+    """Where the parser stopped: the offending token (``*`` in ``x +* y``, ``2`` in ``1 2``,
+    the unclosed ``(``), or — when the input ran out first (``x +``, ``x @``), which
+    Python reports as offset 0 — the end of the expression, where the operand is missing.
+    """
+    if not exc.offset or not exc.lineno:
+        return len(source.rstrip())
+    starts = _line_starts(source)
+    pos = starts[min(exc.lineno - 1, len(starts) - 1)] + exc.offset - 1
+    return min(max(pos, 0), len(source))
 
 
 def _line_starts(source: str) -> list[int]:

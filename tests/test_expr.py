@@ -360,6 +360,33 @@ def test_hostile_expressions_are_422_with_a_position(client, never_runs, express
     assert body["error"]["position"] == position, body
 
 
+SYNTAX = [
+    ("x +", 3, True),                            # the missing operand: where the input ended
+    ("x @", 3, True),
+    ("x ** ", 4, True),                          # trailing spaces are not the end
+    ("softmax(x) -", 12, True),
+    ("x +\n\n", 3, False),                       # Python points at the line's end itself
+    ("(x", 0, False),                            # the bracket that was never closed
+    ("softmax(x", 7, False),
+    ("x +* y", 3, False),                        # the operator that cannot follow
+    ("1 2", 2, False),                           # the token that cannot follow
+    ("x + y)", 5, False),                        # the unmatched bracket
+]
+
+
+@pytest.mark.parametrize("expression,position,ended", SYNTAX, ids=[s[0] for s in SYNTAX])
+def test_syntax_errors_point_at_the_offending_position(client, never_runs, expression,
+                                                       position, ended):
+    """H4 (QA pass 3, defect 6): `x +` reported position 0; the caret belongs where the
+    operand is missing, after the `+`, and on the offending token otherwise."""
+    body = post(client, {"expression": expression, "variables": {"x": [1.0], "y": [1.0]}},
+                status=422)
+    err = body["error"]
+    assert err["input"] == "expression" and err["position"] == position, err
+    assert err["message"].startswith("syntax error: ")
+    assert ("the expression ends too soon" in err["message"]) == ended
+
+
 def test_nesting_and_size_are_refused_before_parsing(client, never_runs):
     deep = "(" * 10_000 + "x" + ")" * 10_000
     body = post(client, {"expression": deep, "variables": {"x": 1.0}}, status=422)
