@@ -8,8 +8,8 @@ from glassllm.registry import OPS
 from glassllm.runtime import tune_malloc
 from service import errors, numpy_warnings, schemas
 from service.limits import ComputeSlots
+from service.routes import allow_head, health, ops, pages
 from service.routes import eval as eval_routes
-from service.routes import health, ops, pages
 from service.settings import Settings
 
 DESCRIPTION = """Runs glassllm's ops forward and backward and returns values and gradients.
@@ -30,9 +30,8 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     app.state.settings = settings
     app.state.slots = ComputeSlots(settings.max_concurrency, settings.retry_after_seconds)
     errors.install(app)
-    app.include_router(health.router)
-    app.include_router(ops.router)
-    app.include_router(eval_routes.router)
+    for router in (health.router, ops.router, eval_routes.router):
+        app.include_router(allow_head(router))       # HEAD wherever GET (the page: pages.py)
     pages.install(app, settings.static_dir)
 
     def openapi() -> dict:

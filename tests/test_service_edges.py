@@ -83,6 +83,34 @@ def test_head_on_the_probes_is_200(client, path):
 def test_head_stays_out_of_the_schema(client):
     paths = client.get("/openapi.json").json()["paths"]
     assert set(paths["/healthz"]) == {"get"} and set(paths["/readyz"]) == {"get"}
+    assert not [p for p, ops in paths.items() if "head" in ops]
+
+
+PAGE_PATHS = ["/", "/static/index.html", "/static/playground.css", "/static/js/main.js",
+              "/docs", "/docs-assets/swagger-ui.css", "/openapi.json"]
+
+
+@pytest.mark.parametrize("path", PAGE_PATHS)
+def test_head_on_the_page_and_static_files_is_200(client, path):
+    """H7, H8 (QA pass 3, defect 7): HEAD / was 405 while HEAD /healthz was 200."""
+    r, g = client.head(path), client.get(path)
+    assert (r.status_code, g.status_code) == (200, 200) and r.content == b""
+    assert r.headers["content-type"] == g.headers["content-type"]
+    assert int(r.headers["content-length"]) == len(g.content)
+    assert client.head("/static/missing.js").status_code == 404
+
+
+def test_every_get_route_answers_head(client):
+    """HEAD wherever GET (RFC 9110): every GET path of the schema, the page's too."""
+    paths = client.get("/openapi.json").json()["paths"]
+    gets = [p.replace("{name}", "softmax") for p, ops in paths.items() if "get" in ops]
+    assert {"/healthz", "/api/v1/ops", "/api/v1/ops/softmax", "/api/v1/examples"} <= set(gets)
+    for path in gets:
+        r, g = client.head(path), client.get(path)
+        assert r.status_code == g.status_code == 200, path
+        assert int(r.headers["content-length"]) == len(g.content), path
+    assert client.head("/api/v1/ops/nope").status_code == 404         # as GET: unknown op
+    assert client.request("PUT", "/").status_code == 405               # HEAD only, not all
 
 
 # --------------------------------------------------------------------------------------

@@ -38,6 +38,14 @@ def test_real_server_answers(http):
     assert http.get("/").headers["content-type"].startswith("text/html")
 
 
+def test_real_server_answers_head_on_the_page(http):
+    """H8 (QA pass 3, defect 7): HEAD / was 405; over real HTTP the body is dropped."""
+    for path in ("/", "/static/js/main.js", "/docs", "/api/v1/ops"):
+        r = http.head(path)
+        assert r.status_code == 200 and r.content == b"", path
+        assert int(r.headers["content-length"]) == len(http.get(path).content), path
+
+
 def chunks(total: int, piece: bytes):
     """A streamed body of `total` bytes (no Content-Length: the server must count)."""
     yield b'{"inputs": {"a": ['

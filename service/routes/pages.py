@@ -17,6 +17,8 @@ from fastapi.openapi.docs import get_swagger_ui_html
 from fastapi.staticfiles import StaticFiles
 from starlette.responses import FileResponse, HTMLResponse
 
+from service.routes import allow_head
+
 HERE = Path(__file__).resolve().parent.parent
 # swagger-ui-bundle.js, swagger-ui.css (Swagger UI 5.x), favicon.png
 SWAGGER_UI = Path(str(importlib.resources.files("fastapi_offline") / "static"))
@@ -45,6 +47,6 @@ def install(app: FastAPI, configured: Path | None) -> None:
                                    swagger_css_url="/docs-assets/swagger-ui.css",
                                    swagger_favicon_url="/docs-assets/favicon.png")
 
-    app.include_router(router)
+    app.include_router(allow_head(router))           # HEAD / as well as GET /
     app.mount("/static", StaticFiles(directory=page), name="static")
     app.mount("/docs-assets", StaticFiles(directory=SWAGGER_UI), name="docs-assets")
