@@ -218,9 +218,13 @@ def _whitelist(p: Parsed, limits: Limits) -> None:
                     offences.append((p.pos(kw), "**keyword unpacking is not part of the"
                                                 " expression language"))
         elif isinstance(node, ast.Attribute):
-            ok = node.attr == "T" or (node.attr in METHODS and id(node) in methods)
-            if not ok:
-                where = p.span(node)[1] - len(node.attr)
+            called = id(node) in methods
+            ok = (node.attr == "T" and not called) or (node.attr in METHODS and called)
+            where = p.span(node)[1] - len(node.attr)
+            if node.attr == "T" and called:
+                offences.append((where, "`.T` is a property, not a method; write x.T or"
+                                        " x.transpose()"))
+            elif not ok:
                 offences.append((where, f"attribute '.{node.attr[:40]}' is not allowed; only"
                                         " .T and the methods .sum() .mean() .max() .reshape()"
                                         " .transpose()"))

@@ -459,3 +459,50 @@ def test_constant_base_power_is_differentiable_in_its_exponent():
     np.testing.assert_allclose(res["grads"]["x"], np.array([1.0, 2.0, 8.0]) * np.log(2.0),
                                rtol=1e-15)
     assert res["nodes"][res["output"]]["op"] == "rpow"
+
+
+# --------------------------------------------------------------------------------------
+# `.T` is a property; no attribute path, nor any short token soup, escapes as a 500
+# --------------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("expression,position", [
+    ("x.T()", 2), ("x.T(1)", 2), ("x.T.T()", 4), ("(x).T()", 4), ("x.sum().T()", 8)])
+def test_calling_dot_t_is_a_422_naming_the_property(client, never_runs, expression, position):
+    body = post(client, {"expression": expression, "variables": {"x": [[1.0, 2.0]]}},
+                status=422)
+    assert body["error"]["position"] == position, body
+    assert body["error"]["message"] == ("`.T` is a property, not a method; write x.T or"
+                                        f" x.transpose() (at position {position})")
+
+
+def test_other_attribute_paths_are_422_and_dot_t_still_transposes(client):
+    body = post(client, {"expression": "x.sum.T", "variables": {"x": [[1.0, 2.0]]}},
+                status=422)
+    assert body["error"]["position"] == 2 and "'.sum'" in body["error"]["message"]
+    res = E.evaluate("x.T.T + x.T.sum()", {"x": [[1.0, 2.0]]})
+    assert res["value"] == [[4.0, 5.0]]
+    assert E.evaluate("x.T", {"x": [[1.0, 2.0]]})["value"] == [[1.0], [2.0]]
+
+
+def test_random_token_soup_is_a_result_or_an_expr_error():
+    """Short expressions from the grammar's tokens: evaluate never raises anything but
+    ExprError (a KeyError or IndexError here would be a 500 on /api/v1/eval)."""
+    import random
+
+    tokens = ["x", "y", "ids", "m", "softmax", "sum", "0", "1", "2", "-1", "1.5", "inf", "nan",
+              "None", "...", "+", "-", "*", "/", "**", "@", ".sum()", ".T", ".T()", ".mean()",
+              ".reshape(", ".transpose()", "[", "]", "(", ")", ",", ":"]
+    variables = {"x": [[1.0, 2.0], [3.0, 4.0]], "y": [1.0, -1.0], "ids": [0, 1],
+                 "m": [True, False]}
+    rng = random.Random(5)
+    results = refusals = 0
+    with np.errstate(all="ignore"):
+        for _ in range(600):
+            source = "".join(rng.choice(tokens) for _ in range(rng.randint(1, 7)))
+            try:
+                E.evaluate(source, variables)
+                results += 1
+            except E.ExprError as exc:
+                assert exc.status in (400, 413, 422), (source, exc)
+                refusals += 1
+    assert results > 20 and refusals > 300
