@@ -156,7 +156,9 @@ def add(a: Any, b: Any) -> Tensor:
     a_data, b_data = a.data, b.data  # saved for backward
 
     def backward(g: np.ndarray):
-        return unbroadcast(g, a_data.shape), unbroadcast(g, b_data.shape)
+        ga = unbroadcast(g, a_data.shape) if a.requires_grad else None
+        gb = unbroadcast(g, b_data.shape) if b.requires_grad else None
+        return ga, gb
 
     return Tensor._make(out, (a, b), "add", backward)
 
@@ -181,8 +183,9 @@ def sub(a: Any, b: Any) -> Tensor:
     a_data, b_data = a.data, b.data  # saved for backward
 
     def backward(g: np.ndarray):
+        ga = unbroadcast(g, a_data.shape) if a.requires_grad else None
         gb = unbroadcast(-g, b_data.shape) if b.requires_grad else None
-        return unbroadcast(g, a_data.shape), gb
+        return ga, gb
 
     return Tensor._make(out, (a, b), "sub", backward)
 
@@ -221,7 +224,7 @@ def div(a: Any, b: Any) -> Tensor:
 
     Backward:
         a: unbroadcast(g / b)
-        b: unbroadcast(-g * a / b**2)  (computed as -g * out / b)
+        b: unbroadcast(-g * a / b**2)
 
     Example:
         >>> x = Tensor([2.0], requires_grad=True)
@@ -340,7 +343,7 @@ def _rpow(base: Any, exponent: Any) -> Tensor:
         local = np.where(zero, 0.0, out * log_b)
         return (unbroadcast(g * local, e_data.shape),)
 
-    return Tensor._make(out, (e,), "pow", backward)
+    return Tensor._make(out, (e,), "rpow", backward)
 
 
 def exp(a: Any) -> Tensor:
@@ -772,6 +775,11 @@ def _softmax_data(x: np.ndarray, axis: int) -> np.ndarray:
     return e
 
 
+def _log_softmax_data(x: np.ndarray, axis: int) -> np.ndarray:
+    shifted = x - np.max(x, axis=axis, keepdims=True)  # largest entry becomes 0
+    return shifted - np.log(np.sum(np.exp(shifted), axis=axis, keepdims=True))
+
+
 def softmax(a: Any, axis: int = -1) -> Tensor:
     """Softmax along `axis`: out = exp(a - max) / sum(exp(a - max)).
 
@@ -809,8 +817,7 @@ def log_softmax(a: Any, axis: int = -1) -> Tensor:
     Clauses: L4.1.
     """
     a = _t(a)
-    shifted = a.data - np.max(a.data, axis=axis, keepdims=True)
-    out = shifted - np.log(np.sum(np.exp(shifted), axis=axis, keepdims=True))
+    out = _log_softmax_data(a.data, axis)
 
     def backward(g: np.ndarray):
         return (g - np.exp(out) * np.sum(g, axis=axis, keepdims=True),)
@@ -967,8 +974,7 @@ def cross_entropy(logits: Any, targets: Any) -> Tensor:
     targets = _int_array(targets, "cross_entropy", "targets")
     _check_ce(logits.data, targets)
     x = logits.data
-    shifted = x - np.max(x, axis=-1, keepdims=True)
-    logp = shifted - np.log(np.sum(np.exp(shifted), axis=-1, keepdims=True))  # (N, V)
+    logp = _log_softmax_data(x, -1)  # (N, V)
     out = -np.sum(logp[np.arange(x.shape[0]), targets]) / x.shape[0]  # N = 0 gives 0/0 = NaN
 
     def backward(g: np.ndarray):
@@ -1032,7 +1038,7 @@ def rope(x: Any, cos: Any, sin: Any) -> Tensor:
     def backward(g: np.ndarray):
         g0, g1 = g[..., 0::2], g[..., 1::2]
         gx = np.stack([g0 * cos + g1 * sin, g1 * cos - g0 * sin], axis=-1)
-        return (unbroadcast(gx.reshape(g.shape), x_data.shape),)
+        return (gx.reshape(x_data.shape),)  # the output is shaped like x (checked above)
 
     return Tensor._make(out, (x,), "rope", backward)
 

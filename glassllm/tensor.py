@@ -36,6 +36,11 @@ __all__ = ["Tensor", "is_grad_enabled", "no_grad", "summed_axes", "unbroadcast"]
 _GRAD_ENABLED: contextvars.ContextVar[bool] = contextvars.ContextVar(
     "glassllm_grad_enabled", default=True
 )
+# The modes that open no_grad blocks will restore, innermost last; per context too, so one
+# no_grad object shared by several threads or tasks never mixes up their states.
+_SAVED_MODES: contextvars.ContextVar[tuple[bool, ...]] = contextvars.ContextVar(
+    "glassllm_saved_grad_modes", default=()
+)
 
 
 def is_grad_enabled() -> bool:
@@ -49,8 +54,9 @@ class no_grad:
     Usable as a context manager (``with no_grad(): ...``) and as a decorator
     (``@no_grad`` or ``@no_grad()``) of plain functions, generator functions (each
     step of the generator runs without grad; the caller's code between steps keeps its
-    own mode) and ``async def`` functions. The flag lives in a `contextvars.ContextVar`,
-    so it is isolated per thread and per asyncio task (H6); nesting is fine.
+    own mode), ``async def`` functions and async generators. The flag lives in a
+    `contextvars.ContextVar`, so it is isolated per thread and per asyncio task (H6);
+    nesting is fine, and so is one no_grad object shared by many threads or tasks.
 
     Example:
         >>> from glassllm import Tensor, no_grad
@@ -63,7 +69,6 @@ class no_grad:
 
     def __new__(cls, func: Callable | None = None) -> Any:
         self = super().__new__(cls)
-        self._tokens = []
         if func is None:
             return self
         if not callable(func):
@@ -71,16 +76,21 @@ class no_grad:
         return self(func)  # bare @no_grad: the decorated function itself
 
     def __enter__(self) -> no_grad:
-        self._tokens.append(_GRAD_ENABLED.set(False))
+        _SAVED_MODES.set((*_SAVED_MODES.get(), _GRAD_ENABLED.get()))
+        _GRAD_ENABLED.set(False)
         return self
 
     def __exit__(self, *exc: object) -> None:
-        _GRAD_ENABLED.reset(self._tokens.pop())
+        saved = _SAVED_MODES.get()
+        _GRAD_ENABLED.set(saved[-1])
+        _SAVED_MODES.set(saved[:-1])
 
     def __call__(self, func: Callable) -> Callable:
         """Decorate `func`; every call gets a fresh context (recursion and threads are safe)."""
         if inspect.isgeneratorfunction(func):
             return _no_grad_generator(func)
+        if inspect.isasyncgenfunction(func):
+            return _no_grad_async_generator(func)
         if inspect.iscoroutinefunction(func):
 
             @functools.wraps(func)
@@ -130,6 +140,34 @@ def _no_grad_generator(func: Callable) -> Callable:
     return run
 
 
+def _no_grad_async_generator(func: Callable) -> Callable:
+    """`_no_grad_generator` for `async def ... yield`: each step awaited under no_grad."""
+
+    @functools.wraps(func)
+    async def run(*args: Any, **kwargs: Any) -> Any:
+        agen = func(*args, **kwargs)
+        try:
+            with no_grad():
+                response = await agen.asend(None)
+            while True:
+                try:
+                    request = yield response
+                except GeneratorExit:
+                    with no_grad():
+                        await agen.aclose()
+                    raise
+                except BaseException as exc:  # thrown in by the caller: pass it on
+                    with no_grad():
+                        response = await agen.athrow(exc)
+                else:
+                    with no_grad():
+                        response = await agen.asend(request)
+        except StopAsyncIteration:
+            return
+
+    return run
+
+
 # ----------------------------------------------------------------------------
 # Broadcasting helpers (L0.5): the one place that sums gradients back.
 # ----------------------------------------------------------------------------
@@ -163,13 +201,8 @@ def unbroadcast(grad: np.ndarray, shape: tuple[int, ...]) -> np.ndarray:
     """
     if grad.shape == shape:
         return grad
-    extra = grad.ndim - len(shape)
-    if extra:
-        grad = grad.sum(axis=tuple(range(extra)))
-    kept = tuple(i for i, n in enumerate(shape) if n == 1 and grad.shape[i] != 1)
-    if kept:
-        grad = grad.sum(axis=kept, keepdims=True)
-    return grad
+    # one sum over every expanded axis; reshape drops the leading ones keepdims kept
+    return grad.sum(axis=summed_axes(grad.shape, shape), keepdims=True).reshape(shape)
 
 
 BackwardFn = Callable[[np.ndarray], Sequence["np.ndarray | None"]]
@@ -319,8 +352,10 @@ class Tensor:
         return f"Tensor({body}{extra})"
 
     def __array__(self, dtype: Any = None, copy: Any = None) -> np.ndarray:
-        # np.asarray(t) gives the data (a constant: NumPy functions build no graph).
-        return self.data if dtype is None else self.data.astype(dtype)
+        # np.asarray(t) gives the (read-only) data, np.array(t) a writable copy; either way
+        # a constant: NumPy functions build no graph.
+        arr = self._data if dtype is None else self._data.astype(dtype)
+        return arr.copy() if copy and arr is self._data else arr
 
     def __len__(self) -> int:
         return len(self.data)
@@ -334,7 +369,7 @@ class Tensor:
         return float(self.data.reshape(()))
 
     def numpy(self) -> np.ndarray:
-        """The data as an ndarray (shared, not copied)."""
+        """The data as an ndarray: shared, not copied, and read-only (see `data`)."""
         return self.data
 
     def detach(self) -> Tensor:
@@ -362,8 +397,10 @@ class Tensor:
                 shaped like it (vector-Jacobian product seed). May be omitted only
                 for a one-element tensor, where it defaults to 1.
 
-        Every leaf that requires grad gets `.grad += dL/dleaf`, shaped like its
-        data. Gradients from every use of a tensor are summed.
+        Every leaf that requires grad (and every tensor marked with `retain_grad()`)
+        gets `.grad += dL/dtensor`, shaped like its data. Gradients from every use of a
+        tensor are summed; the sums make new arrays (`a + b`, not `a += b`) because an
+        op's gradient may be a read-only broadcast view or shared with another input.
 
         Raises:
             RuntimeError: this tensor does not require grad (no graph to walk).

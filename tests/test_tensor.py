@@ -257,3 +257,40 @@ def test_no_grad_bare_decorator_generators_and_coroutines():
     assert asyncio.run(both()) == [False, True]  # per task, not per process (H6)
     with pytest.raises(TypeError, match="no arguments"):
         no_grad(3)
+
+
+def test_one_no_grad_object_shared_by_overlapping_tasks_and_threads():
+    import asyncio
+
+    shared = no_grad()
+
+    async def task(delay):
+        with shared:
+            await asyncio.sleep(delay)
+            inside = glassllm.is_grad_enabled()
+        return inside, glassllm.is_grad_enabled()
+
+    async def both():
+        return await asyncio.gather(task(0.01), task(0.02))
+
+    assert asyncio.run(both()) == [(False, True), (False, True)]
+
+    @no_grad
+    async def agen():
+        for _ in range(2):
+            await asyncio.sleep(0)
+            yield (Tensor([1.0], requires_grad=True) * 2).requires_grad
+
+    async def collect():
+        return [(made, glassllm.is_grad_enabled()) async for made in agen()]
+
+    assert asyncio.run(collect()) == [(False, True), (False, True)]
+
+
+def test_numpy_array_of_a_tensor_is_a_writable_copy_asarray_a_read_only_view():
+    t = Tensor([1.0, 2.0])
+    copied = np.array(t)
+    copied[0] = 5.0
+    assert t.data.tolist() == [1.0, 2.0]
+    view = np.asarray(t)
+    assert np.shares_memory(view, t.data) and not view.flags.writeable
