@@ -284,8 +284,10 @@ class Node:
 class Builder:
     """AST → list of `Node`s in evaluation order; every shape planned and bounded (H5)."""
 
-    def __init__(self, p: Parsed, variables: dict[str, tuple[Any, bool | None]], limits: Limits):
+    def __init__(self, p: Parsed, variables: dict[str, tuple[Any, bool | None]], limits: Limits,
+                 maybe_bools: bool = True):
         self.p, self.variables, self.limits = p, variables, limits
+        self.maybe_bools = maybe_bools          # the speed hint of `evaluate`, for coerce
         self.nodes: list[Node] = []
         self.by_var: dict[tuple[str, str], int] = {}
         self.elements = 0
@@ -319,7 +321,7 @@ class Builder:
             return self.by_var[key]
         raw, rg = self.variables[name]
         try:
-            value = coerce(kind, name, raw)
+            value = coerce(kind, name, raw, maybe_bools=self.maybe_bools)
         except WireError as exc:
             raise ExprError(f"variable '{name}', read as {kind} ({why}): {exc.rule}",
                             input=f"variables.{name}", span=self.p.span(where)) from None
@@ -755,7 +757,7 @@ def evaluate(expression: str, variables: Any = None, grad_output: Any = None,
         raise ExprError("'check' must be true or false", input="check")
     vars_ = _variables(variables)
     parsed = parse(expression, limits)
-    builder = Builder(parsed, vars_, limits)
+    builder = Builder(parsed, vars_, limits, maybe_bools=maybe_bools)
     out_id = builder.expr(parsed.tree.body)
     nodes = builder.nodes
     _check_constant_reuse(nodes)

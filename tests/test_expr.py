@@ -506,3 +506,23 @@ def test_random_token_soup_is_a_result_or_an_expr_error():
                 assert exc.status in (400, 413, 422), (source, exc)
                 refusals += 1
     assert results > 20 and refusals > 300
+
+
+def test_maybe_bools_false_reaches_the_variables(monkeypatch):
+    """evaluate(maybe_bools=False) sends a large float variable down wire's fast path; the
+    element-by-element path is made to raise, so only the fast path can answer."""
+    import glassllm.wire as W
+
+    def slow(*_a, **_k):
+        raise AssertionError("the element-wise path was taken")
+
+    monkeypatch.setattr(W, "_exact_elements", slow)
+    x = np.arange(20_000, dtype=np.float64).reshape(100, 200) / 7
+    res = E.evaluate("x.sum()", {"x": x.tolist()}, maybe_bools=False)
+    assert res["value"] == float(np.sum(x))
+    np.testing.assert_array_equal(np.array(res["grads"]["x"]), np.ones((100, 200)))
+    res = E.evaluate("embedding(w, ids).sum()", {"w": x[:4].tolist(), "ids": [1, 3, 1]},
+                     maybe_bools=False)
+    assert res["grads"]["w"][1] == [2.0] * 200 and res["grads"]["w"][0] == [0.0] * 200
+    with pytest.raises(AssertionError, match="element-wise"):  # the default stays exact
+        E.evaluate("x.sum()", {"x": x.tolist()})
