@@ -448,10 +448,8 @@ class Builder:
             elif isinstance(item, ast.Constant) and item.value is Ellipsis:
                 out.append(Ellipsis)
             elif isinstance(item, ast.Name) and item.id in self.variables:
-                kind = "int_array"
                 raw = self.variables[item.id][0]
-                if "true" in repr(raw).lower() or "false" in repr(raw).lower():
-                    kind = "bool_mask"
+                kind = "bool_mask" if isinstance(_first_leaf(raw), bool) else "int_array"
                 ref = self.variable(item.id, kind, item, "an index")
                 refs.append(ref)
                 out.append(self.nodes[ref].value)
@@ -570,6 +568,14 @@ class Builder:
             self.nodes[v].requires_grad for (how, v), spec in zip(values, op.inputs, strict=True)
             if how == "node" and spec.kind == "tensor")
         return self.add(Node(0, op.name, span, text, tuple(plan.shape), rg, args=values))
+
+
+def _first_leaf(raw: Any) -> Any:
+    """The first element of a nested list (or `raw` itself): its type tells a boolean mask
+    index from an integer one in O(depth), without walking the array."""
+    while isinstance(raw, list) and raw:
+        raw = raw[0]
+    return raw
 
 
 def _pos_of(nodes: list[ast.AST]) -> dict:

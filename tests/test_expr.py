@@ -526,3 +526,24 @@ def test_maybe_bools_false_reaches_the_variables(monkeypatch):
     assert res["grads"]["w"][1] == [2.0] * 200 and res["grads"]["w"][0] == [0.0] * 200
     with pytest.raises(AssertionError, match="element-wise"):  # the default stays exact
         E.evaluate("x.sum()", {"x": x.tolist()})
+
+
+def test_index_variables_are_read_as_a_mask_or_ids_by_their_leaves():
+    x = [[1.0, 2.0], [3.0, 4.0], [5.0, 6.0]]
+    res = E.evaluate("x[m]", {"x": x, "m": [True, False, True]})
+    assert res["value"] == [[1.0, 2.0], [5.0, 6.0]]
+    assert res["grads"]["x"] == [[1.0, 1.0], [0.0, 0.0], [1.0, 1.0]]
+    kinds = {n["name"]: n["kind"] for n in res["nodes"] if n["op"] == "variable"}
+    assert kinds == {"x": "tensor", "m": "bool_mask"}
+    res = E.evaluate("x[m]", {"x": x, "m": [[False, True], [True, False], [False, False]]})
+    assert res["value"] == [2.0, 3.0]
+    res = E.evaluate("x[ids]", {"x": x, "ids": [2, 0, 2]})
+    assert res["value"] == [[5.0, 6.0], [1.0, 2.0], [5.0, 6.0]]
+    assert res["grads"]["x"] == [[1.0, 1.0], [0.0, 0.0], [2.0, 2.0]]
+    assert {n["name"]: n["kind"] for n in res["nodes"] if n["op"] == "variable"}["ids"] \
+        == "int_array"
+    assert E.evaluate("x[:, i]", {"x": x, "i": 1})["value"] == [2.0, 4.0, 6.0]
+    assert E.evaluate("x[ids]", {"x": x, "ids": []})["value"] == []
+    with pytest.raises(E.ExprError) as refused:
+        E.evaluate("x[ids]", {"x": x, "ids": [0.5, 1.0]})
+    assert refused.value.input == "variables.ids" and refused.value.status == 422
