@@ -26,7 +26,7 @@ from typing import Any
 import numpy as np
 from numpy.lib.array_utils import normalize_axis_index, normalize_axis_tuple
 
-from glassllm import Tensor, autograd, no_grad
+from glassllm import Tensor, autograd, layers, no_grad
 from glassllm.shapes import ShapeError, index_shape, matmul_cost, matmul_shape, probe
 from glassllm.wire import ARRAY_KINDS, WireError, coerce
 
@@ -516,51 +516,45 @@ def _block(args: dict) -> Plan:
                 "x, wq, wk, wv, wo, w1, w2, w3")
 
 
-try:
-    from glassllm import layers
-except ImportError:                                    # the service works without the layers
-    layers = None
-
-if layers is not None:
-    _W = "a weight matrix"
-    _HEADS = (C("n_heads", "int", "query heads H"), C("n_kv_heads", "int", "K/V heads Hkv"))
-    _TABLES = (C("cos", "table", "rope_angles(n, dk)[0]", shape="(n, dk/2)"),
-               C("sin", "table", "rope_angles(n, dk)[1]", shape="(n, dk/2)"))
-    _ATTN_W = (T("wq", _W, "(d, H·dk)"), T("wk", _W, "(d, Hkv·dk)"), T("wv", _W, "(d, Hkv·dk)"),
-               T("wo", _W, "(H·dk, d)"))
-    _FFN_W = (T("w1", "gate projection", "(d, F)"), T("w2", "down projection", "(F, d)"),
-              T("w3", "up projection", "(d, F)"))
-    _I2 = [[1.0, 0.0], [0.0, 1.0]]
-    _X = [[[1.0, 0.0], [0.0, 1.0], [1.0, 1.0]]]                           # (B=1, n=3, d=2)
-    _COS, _SIN = (t.tolist() for t in layers.rope_angles(3, 2))
-    _ops += [
-        Op("rms_norm", layers.rms_norm, "x / sqrt(mean(x², last axis) + eps) · weight", "L7",
-           (T("x", "activations", "(…, d)"), T("weight", "per-feature gain", "(d,)"),
-            C("eps", "number", "added under the root", default=1e-6)),
-           _rms_norm, module="glassllm.layers",
-           examples=(ex("a 3-4-5 row", x=[[3.0, 4.0]], weight=[1.0, 2.0], eps=0.0),)),
-        Op("linear", layers.linear, "x @ weight, weight stored (d_in, d_out)", "L7",
-           (T("x", "activations", "(…, d_in)"), T("weight", _W, "(d_in, d_out)")), _linear,
-           module="glassllm.layers",
-           examples=(ex("2 → 3", x=[[1.0, 2.0]], weight=[[1.0, 0.0, 1.0], [0.0, 1.0, 1.0]]),)),
-        Op("swiglu", layers.swiglu, "(silu(x @ w1) · (x @ w3)) @ w2", "L7",
-           (T("x", "activations", "(…, d)"), *_FFN_W), _swiglu, module="glassllm.layers",
-           examples=(ex("identity weights", x=[[0.0, 2.0]], w1=_I2, w2=_I2, w3=_I2),)),
-        Op("attention", layers.attention, "causal grouped-query self-attention with RoPE",
-           "L7", (T("x", "activations", "(B, n, d)"), *_ATTN_W, *_HEADS, *_TABLES),
-           _attention, module="glassllm.layers",
-           examples=(ex("one head, identity weights", x=_X, wq=_I2, wk=_I2, wv=_I2, wo=_I2,
-                        n_heads=1, n_kv_heads=1, cos=_COS, sin=_SIN),)),
-        Op("transformer_block", layers.transformer_block, "x + attention(rms_norm(x)), then"
-           " h + swiglu(rms_norm(h)): the residual stream", "L7",
-           (T("x", "activations", "(B, n, d)"), T("attn_norm", "gain", "(d,)"), *_ATTN_W,
-            T("ffn_norm", "gain", "(d,)"), *_FFN_W, *_HEADS, *_TABLES,
-            C("eps", "number", "RMSNorm epsilon", default=1e-6)), _block,
-           module="glassllm.layers",
-           examples=(ex("one head, identity weights", x=_X, attn_norm=[1.0, 1.0], wq=_I2,
-                        wk=_I2, wv=_I2, wo=_I2, ffn_norm=[1.0, 1.0], w1=_I2, w2=_I2, w3=_I2,
-                        n_heads=1, n_kv_heads=1, cos=_COS, sin=_SIN),)),
-    ]
+_W = "a weight matrix"
+_HEADS = (C("n_heads", "int", "query heads H"), C("n_kv_heads", "int", "K/V heads Hkv"))
+_TABLES = (C("cos", "table", "rope_angles(n, dk)[0]", shape="(n, dk/2)"),
+           C("sin", "table", "rope_angles(n, dk)[1]", shape="(n, dk/2)"))
+_ATTN_W = (T("wq", _W, "(d, H·dk)"), T("wk", _W, "(d, Hkv·dk)"), T("wv", _W, "(d, Hkv·dk)"),
+           T("wo", _W, "(H·dk, d)"))
+_FFN_W = (T("w1", "gate projection", "(d, F)"), T("w2", "down projection", "(F, d)"),
+          T("w3", "up projection", "(d, F)"))
+_I2 = [[1.0, 0.0], [0.0, 1.0]]
+_X = [[[1.0, 0.0], [0.0, 1.0], [1.0, 1.0]]]                           # (B=1, n=3, d=2)
+_COS, _SIN = (t.tolist() for t in layers.rope_angles(3, 2))
+_ops += [
+    Op("rms_norm", layers.rms_norm, "x / sqrt(mean(x², last axis) + eps) · weight", "L7",
+       (T("x", "activations", "(…, d)"), T("weight", "per-feature gain", "(d,)"),
+        C("eps", "number", "added under the root", default=1e-6)),
+       _rms_norm, module="glassllm.layers",
+       examples=(ex("a 3-4-5 row", x=[[3.0, 4.0]], weight=[1.0, 2.0], eps=0.0),)),
+    Op("linear", layers.linear, "x @ weight, weight stored (d_in, d_out)", "L7",
+       (T("x", "activations", "(…, d_in)"), T("weight", _W, "(d_in, d_out)")), _linear,
+       module="glassllm.layers",
+       examples=(ex("2 → 3", x=[[1.0, 2.0]], weight=[[1.0, 0.0, 1.0], [0.0, 1.0, 1.0]]),)),
+    Op("swiglu", layers.swiglu, "(silu(x @ w1) · (x @ w3)) @ w2", "L7",
+       (T("x", "activations", "(…, d)"), *_FFN_W), _swiglu, module="glassllm.layers",
+       examples=(ex("identity weights", x=[[0.0, 2.0]], w1=_I2, w2=_I2, w3=_I2),)),
+    Op("attention", layers.attention, "causal grouped-query self-attention with RoPE",
+       "L7", (T("x", "activations", "(B, n, d)"), *_ATTN_W, *_HEADS, *_TABLES),
+       _attention, module="glassllm.layers",
+       examples=(ex("one head, identity weights", x=_X, wq=_I2, wk=_I2, wv=_I2, wo=_I2,
+                    n_heads=1, n_kv_heads=1, cos=_COS, sin=_SIN),)),
+    Op("transformer_block", layers.transformer_block, "x + attention(rms_norm(x)), then"
+       " h + swiglu(rms_norm(h)): the residual stream", "L7",
+       (T("x", "activations", "(B, n, d)"), T("attn_norm", "gain", "(d,)"), *_ATTN_W,
+        T("ffn_norm", "gain", "(d,)"), *_FFN_W, *_HEADS, *_TABLES,
+        C("eps", "number", "RMSNorm epsilon", default=1e-6)), _block,
+       module="glassllm.layers",
+       examples=(ex("one head, identity weights", x=_X, attn_norm=[1.0, 1.0], wq=_I2,
+                    wk=_I2, wv=_I2, wo=_I2, ffn_norm=[1.0, 1.0], w1=_I2, w2=_I2, w3=_I2,
+                    n_heads=1, n_kv_heads=1, cos=_COS, sin=_SIN),)),
+]
 
 OPS: dict[str, Op] = {op.name: op for op in _ops}
 

@@ -44,7 +44,6 @@ import numpy as np
 
 __all__ = [
     "ARRAY_KINDS",
-    "KINDS",
     "NONFINITE_IN",
     "WireError",
     "coerce",
@@ -59,7 +58,6 @@ NONFINITE_IN = {
     "-Infinity": -math.inf, "-inf": -math.inf,
 }
 ARRAY_KINDS = frozenset({"tensor", "array", "table", "int_array", "bool_mask"})
-KINDS = ARRAY_KINDS | {"number", "int", "bool", "axis", "axes", "shape", "index"}
 
 
 class WireError(ValueError):

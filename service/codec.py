@@ -36,10 +36,6 @@ def json_depth(body: bytes) -> int:
     return int(np.cumsum(steps).max(initial=0))
 
 
-def loads(body: bytes) -> Any:
-    return orjson.loads(body)
-
-
 def encode_value(arr: np.ndarray) -> Any:
     """One result array for orjson: a 0-d result is a JSON number (H2), a finite array goes
     to orjson's native NumPy writer, a non-finite one through the string tokens (H3)."""

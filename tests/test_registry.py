@@ -119,3 +119,20 @@ def test_index_round_trip():
     assert decode_index("i", encode_index(index)) == index
     got = decode_index("i", [{"array": [0, 2]}])[0]
     assert got.tolist() == [0, 2]
+
+
+def test_layer_ops_are_always_registered_and_dead_exports_are_gone():
+    """glassllm.layers is part of the package: its ops are registered unconditionally."""
+    from glassllm import layers, wire
+    from service import codec
+
+    for name in ("rms_norm", "linear", "swiglu", "attention", "transformer_block"):
+        assert R.OPS[name].fn is getattr(layers, name) and R.OPS[name].module == "glassllm.layers"
+    op = R.OPS["linear"]
+    args = R.coerce_inputs(op, {"x": [[1.0, 2.0]], "weight": [[1.0, 0.0, 2.0], [3.0, 1.0, 0.0]]})
+    result = R.run(op, args, ["x", "weight"])
+    np.testing.assert_array_equal(result.value, [[7.0, 2.0, 2.0]])
+    np.testing.assert_array_equal(result.grads["weight"], [[1.0, 1.0, 1.0], [2.0, 2.0, 2.0]])
+    np.testing.assert_array_equal(result.grads["x"], [[3.0, 4.0]])
+    assert not hasattr(wire, "KINDS") and not hasattr(codec, "loads")
+    assert set(R.__all__) <= set(dir(R))
