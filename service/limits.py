@@ -4,7 +4,9 @@ before parsing, and a cap on concurrent computations (503 + Retry-After)."""
 from __future__ import annotations
 
 import threading
+from typing import Any
 
+import orjson
 from starlette.requests import Request
 
 from service.codec import json_depth
@@ -39,6 +41,31 @@ def check_depth(body: bytes, settings: Settings, op: str | None = None) -> None:
         raise ApiError(422, "too_deep", f"JSON nesting depth {depth} exceeds"
                        f" {settings.max_json_depth} (GLASSLLM_MAX_JSON_DEPTH)", op=op,
                        input="request body")
+
+
+async def read_json(request: Request, settings: Settings, op: str | None = None, *,
+                    send: str = '{"inputs": {...}}') -> tuple[Any, bool]:
+    """A POST body as JSON, under the limits: 415 unless JSON, 413 past the size, 422 when
+    empty (``send`` is what the message says to send), too deep or not JSON.
+
+    Returns the parsed body and `maybe_bools` (the body spells true / false somewhere: the
+    exact path of `glassllm.wire` is needed only then). `op` is named in every refusal.
+    """
+    ctype = request.headers.get("content-type", "").split(";")[0].strip().lower()
+    if ctype != "application/json" and not ctype.endswith("+json"):
+        raise ApiError(415, "unsupported_media_type", f"Content-Type must be application/json;"
+                       f" got {ctype or 'none'!r}", op=op, input="Content-Type")
+    body = await read_body(request, settings, op=op)
+    if not body.strip():
+        raise ApiError(422, "invalid_request", f"the body is empty; send {send}", op=op,
+                       input="request body")
+    check_depth(body, settings, op=op)
+    try:
+        parsed = orjson.loads(body)
+    except orjson.JSONDecodeError as exc:
+        raise ApiError(422, "invalid_json", f"the body is not valid JSON: {exc}", op=op,
+                       input="request body") from None
+    return parsed, b"true" in body or b"false" in body
 
 
 class ComputeSlots:

@@ -84,3 +84,47 @@ def test_a_linear_layer_under_the_limits_still_runs(client):
     assert r.status_code == 200 and r.json()["shape"] == [200, 1, 1000]
     assert r.json()["value"][0][0][:2] == [250.0, 250.0]
     assert np.array(r.json()["grads"]["weight"])[0, 0] == 100.0     # sum over 200 rows of 0.5
+
+
+READ_JSON_REFUSALS = [  # (body, content type, status, code, message, input)
+    (b"{}", "text/plain", 415, "unsupported_media_type",
+     "Content-Type must be application/json; got 'text/plain'", "Content-Type"),
+    (b"  ", "application/json", 422, "invalid_request", "the body is empty; send {SEND}",
+     "request body"),
+    (b"{", "application/json", 422, "invalid_json", "the body is not valid JSON: unexpected"
+     " end of data: line 1 column 2 (char 1)", "request body"),
+    (b"[" * 200 + b"]" * 200, "application/json", 422, "too_deep",
+     "JSON nesting depth 200 exceeds 32 (GLASSLLM_MAX_JSON_DEPTH)", "request body"),
+]
+
+
+@pytest.mark.parametrize("path,op,send", [
+    ("/api/v1/ops/exp", "exp", '{"inputs": {...}}'),
+    ("/api/v1/eval", None, '{"expression": ...}')])
+@pytest.mark.parametrize("body,ctype,status,code,message,where", READ_JSON_REFUSALS,
+                         ids=["415", "empty", "not-json", "too-deep"])
+def test_both_routes_read_json_with_the_same_refusals(client, path, op, send, body, ctype,
+                                                      status, code, message, where):
+    assert Settings().max_json_depth == 32
+    r = client.post(path, content=body, headers={"Content-Type": ctype})
+    assert r.status_code == status
+    assert r.json() == {"error": {"status": status, "code": code, "op": op, "input": where,
+                                  "message": message.replace("{SEND}", send)}}
+
+
+@pytest.mark.parametrize("text,expected", [(b'{"x": [1.0, 2.0]}', False),
+                                           (b'{"x": [true]}', True), (b'{"x": false}', True)])
+def test_read_json_returns_the_body_and_whether_it_spells_a_bool(text, expected):
+    import asyncio
+
+    from starlette.requests import Request
+
+    from service.limits import read_json
+
+    async def receive():
+        return {"type": "http.request", "body": text, "more_body": False}
+
+    request = Request({"type": "http", "method": "POST", "headers": [
+        (b"content-type", b"application/json; charset=utf-8")]}, receive)
+    parsed, maybe_bools = asyncio.run(read_json(request, Settings()))
+    assert parsed == orjson.loads(text) and maybe_bools is expected

@@ -21,7 +21,7 @@ from glassllm.expr import ExprError, Limits, evaluate
 from service import numpy_warnings, schemas
 from service.codec import dumps
 from service.errors import ApiError
-from service.limits import check_depth, read_body
+from service.limits import read_json
 from service.settings import Settings
 
 router = APIRouter(prefix="/api/v1", tags=["expressions"])
@@ -109,21 +109,7 @@ def compute(body: Any, maybe_bools: bool, settings: Settings) -> bytes:
                  "example": EXAMPLES[1]["request"]}}}})
 async def eval_expression(request: Request) -> Response:
     settings = request.app.state.settings
-    ctype = request.headers.get("content-type", "").split(";")[0].strip().lower()
-    if ctype != "application/json" and not ctype.endswith("+json"):
-        raise ApiError(415, "unsupported_media_type", f"Content-Type must be application/json;"
-                       f" got {ctype or 'none'!r}", input="Content-Type")
-    body = await read_body(request, settings)
-    if not body.strip():
-        raise ApiError(422, "invalid_request", 'the body is empty; send {"expression": ...}',
-                       input="request body")
-    check_depth(body, settings)
-    try:
-        parsed = orjson.loads(body)
-    except orjson.JSONDecodeError as exc:
-        raise ApiError(422, "invalid_json", f"the body is not valid JSON: {exc}",
-                       input="request body") from None
-    maybe_bools = b"true" in body or b"false" in body
+    parsed, maybe_bools = await read_json(request, settings, send='{"expression": ...}')
     with request.app.state.slots:
         out = await run_in_threadpool(compute, parsed, maybe_bools, settings)
     return Response(out, media_type="application/json")

@@ -14,7 +14,7 @@ from glassllm.registry import Op
 from service import schemas
 from service.dispatch import compute
 from service.errors import ApiError
-from service.limits import check_depth, read_body
+from service.limits import read_json
 
 router = APIRouter(prefix="/api/v1/ops", tags=["ops"])
 ERRORS = {s: {"model": schemas.ErrorBody} for s in (400, 404, 413, 415, 422, 503)}
@@ -44,21 +44,7 @@ def get_op(name: str) -> Response:
 
 async def run_op(op: Op, request: Request) -> Response:
     settings = request.app.state.settings
-    ctype = request.headers.get("content-type", "").split(";")[0].strip().lower()
-    if ctype != "application/json" and not ctype.endswith("+json"):
-        raise ApiError(415, "unsupported_media_type", f"Content-Type must be application/json;"
-                       f" got {ctype or 'none'!r}", op=op.name, input="Content-Type")
-    body = await read_body(request, settings, op=op.name)
-    if not body.strip():
-        raise ApiError(422, "invalid_request", 'the body is empty; send {"inputs": {...}}',
-                       op=op.name, input="request body")
-    check_depth(body, settings, op=op.name)
-    try:
-        parsed = orjson.loads(body)
-    except orjson.JSONDecodeError as exc:
-        raise ApiError(422, "invalid_json", f"the body is not valid JSON: {exc}", op=op.name,
-                       input="request body") from None
-    maybe_bools = b"true" in body or b"false" in body
+    parsed, maybe_bools = await read_json(request, settings, op=op.name)
     with request.app.state.slots:
         out = await run_in_threadpool(compute, op, parsed, maybe_bools, settings)
     return Response(out, media_type="application/json")
