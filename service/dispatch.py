@@ -58,6 +58,8 @@ def compute(op: Op, body: Any, maybe_bools: bool, settings: Settings) -> bytes:
             raise numpy_error(op, inputs, exc) from None
         registry.check_limits(plan, max_result_elements=settings.max_result_elements,
                               max_matmul_madds=settings.max_matmul_madds)
+        # registry.run repeats these cheap checks for offline callers; here they run first
+        # so a bad requires_grad or grad_output is refused before any forward work.
         wanted = registry.check_requires_grad(op, requires_grad)
         registry.check_grad_output_has_a_backward(op, wanted, grad_output)
         g = None
