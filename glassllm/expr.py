@@ -40,15 +40,18 @@ from typing import Any
 import numpy as np
 
 from glassllm import autograd, registry
+from glassllm.errors import ComputeError, InputError, LimitError, ShapeError, WireError
+from glassllm.float_warnings import FloatWarnings
 from glassllm.gradcheck import gradcheck
-from glassllm.registry import L06, LimitError, Op
-from glassllm.shapes import ShapeError
-from glassllm.tensor import Tensor, summed_axes
-from glassllm.wire import WireError, coerce, encode_array
+from glassllm.limits import Limits
+from glassllm.registry import L06, NUMPY_ERRORS, Op
+from glassllm.tensor import Tensor
+from glassllm.wire import coerce, encode_array
 
-__all__ = ["ExprError", "Limits", "evaluate", "parse"]
+DEFAULT_LIMITS = Limits()
+__all__ = ["ExprComputeError", "ExprError", "ExprLimitError", "ExprShapeError", "Limits",
+           "evaluate", "parse"]
 
-NUMPY_ERRORS = (ValueError, IndexError, TypeError, ArithmeticError)
 BINOPS = {ast.Add: "add", ast.Sub: "sub", ast.Mult: "mul", ast.Div: "div", ast.Pow: "pow",
           ast.MatMult: "matmul"}
 METHODS = {"sum": "tsum", "mean": "mean", "max": "max", "reshape": "reshape",
@@ -57,48 +60,52 @@ CONSTANT_NAMES = {"inf": math.inf, "nan": math.nan}
 ALLOWED = (ast.Expression, ast.BinOp, ast.UnaryOp, ast.USub, ast.Call, ast.Name, ast.Constant,
            ast.Attribute, ast.Subscript, ast.Slice, ast.Tuple, ast.List, ast.keyword, ast.Load,
            *BINOPS)
-# Ops whose backward sums a gradient back over broadcast axes with `unbroadcast` (L0.5).
-ELEMENTWISE = {"add", "sub", "mul", "div", "pow", "rpow", "where", "masked_fill", "rope",
-               "rms_norm"}
 PRINTABLE = frozenset(range(0x20, 0x7F)) | {0x09, 0x0A, 0x0D}
 # What one node's Python call costs, in elements of NumPy work: ~2 µs per node against
 # ~4 ns per element built (measured on a 2000-element check). Counted by `check`'s bound.
 NODE_COST = 512
 
 
-@dataclass(frozen=True)
-class Limits:
-    """Bounds of one evaluation; the service fills them from its settings (H5)."""
-
-    max_length: int = 2000            # characters of the expression (422 above)
-    max_depth: int = 64               # bracket depth and syntax-tree depth (422)
-    max_nodes: int = 256              # nodes of the graph (422)
-    max_array_elements: int = 1_000_000    # elements of one variable (413)
-    max_result_elements: int = 4_000_000   # elements of any node or intermediate (413)
-    max_graph_elements: int = 4_000_000    # elements of all nodes together (413): each is sent
-    max_matmul_madds: int = 1_000_000_000  # multiply-adds of all matmuls, with backward (413)
-    max_check_elements: int = 2_000        # elements finite-differenced by check (413);
-    # check's total work (2 forward passes per checked element) is held to max_matmul_madds
-
-
-class ExprError(ValueError):
-    """A refusal: `status` 422 (language, kinds), 413 (limits) or 400 (NumPy's errors).
+class ExprError(InputError):
+    """A refusal of the expression language or its kinds (an `InputError`).
 
     `position` is the offset of the offending token in the expression; `span` the
     [start, end) of the sub-expression; `input` names the request field (``expression``,
-    ``variables.x``, ``grad_output``, ``check``).
+    ``variables.x``, ``grad_output``, ``check``); `code` the rule (``too_deep`` …).
+    Its kinds `ExprLimitError`, `ExprShapeError` and `ExprComputeError` are also a
+    `LimitError`, `ShapeError` and `ComputeError`: the same rule, the same status.
     """
 
-    def __init__(self, message: str, *, status: int = 422, code: str = "invalid_expression",
-                 position: int | None = None, span: tuple[int, int] | None = None,
-                 input: str = "expression", op: str | None = None):
+    code = "invalid_expression"
+
+    def __init__(self, message: str, *, code: str | None = None, position: int | None = None,
+                 span: tuple[int, int] | None = None, input: str = "expression",
+                 op: str | None = None):
         where = f" (at position {position})" if position is not None else ""
-        super().__init__(message + where)
-        self.message, self.status, self.code = message + where, status, code
-        self.position, self.span, self.input, self.op = position, span, input, op
+        InputError.__init__(self, input, message + where)
+        self.code = code or type(self).code
+        self.position, self.span, self.op = position, span, op
 
     def detail(self) -> dict:
         return {"position": self.position, "span": list(self.span) if self.span else None}
+
+
+class ExprLimitError(ExprError, LimitError):
+    """An expression over a size limit (H5)."""
+
+    code = "too_large"
+
+
+class ExprShapeError(ExprError, ShapeError):
+    """An op of the expression whose shapes break its contract; points at the argument."""
+
+    code = "shape_error"
+
+
+class ExprComputeError(ExprError, ComputeError):
+    """NumPy refused an op of the expression (a broadcast, axis or index error)."""
+
+    code = "numpy_error"
 
 
 # --------------------------------------------------------------------------------------
@@ -126,7 +133,7 @@ def _fail(message: str, position: int | None = None, **kw: Any) -> ExprError:
     return ExprError(message, position=position, **kw)
 
 
-def parse(expression: Any, limits: Limits = Limits()) -> Parsed:
+def parse(expression: Any, limits: Limits = DEFAULT_LIMITS) -> Parsed:
     """Check and parse; raises `ExprError` (422) with the offending position."""
     if not isinstance(expression, str):
         raise _fail("'expression' must be a string")
@@ -268,6 +275,7 @@ class Node:
     name: str | None = None                   # a variable's name
     value: Any = None                         # variables and constants: the data
     args: list = field(default_factory=list)  # op nodes, per input: ("node", id) | ("value", v)
+    summed: dict = field(default_factory=dict)  # op nodes: per input, axes its gradient sums
 
     @property
     def inputs(self) -> list[int]:
@@ -305,10 +313,10 @@ class Builder:
         self.elements += size
         self.forward_work += size + NODE_COST
         if size > self.limits.max_result_elements or self.elements > self.limits.max_graph_elements:
-            raise ExprError(f"`{node.text[:60]}` would bring the graph to {self.elements}"
+            raise ExprLimitError(f"`{node.text[:60]}` would bring the graph to {self.elements}"
                             f" elements; the limits are {self.limits.max_result_elements} per"
                             f" node and {self.limits.max_graph_elements} in all (SPEC H5)",
-                            status=413, code="too_large", span=node.span,
+                            span=node.span,
                             position=node.span[0], op=node.op)
         node.id = len(self.nodes)
         self.nodes.append(node)
@@ -327,9 +335,8 @@ class Builder:
                             input=f"variables.{name}", span=self.p.span(where)) from None
         if kind in ("tensor", "array", "table", "int_array", "bool_mask") and \
                 np.size(value) > self.limits.max_array_elements:
-            raise ExprError(f"variable '{name}' has {np.size(value)} elements; the limit is"
-                            f" {self.limits.max_array_elements}", status=413, code="too_large",
-                            input=f"variables.{name}")
+            raise ExprLimitError(f"variable '{name}' has {np.size(value)} elements; the limit is"
+                            f" {self.limits.max_array_elements}", input=f"variables.{name}")
         if kind == "tensor":
             rg = True if rg is None else rg
         elif rg:
@@ -536,38 +543,37 @@ class Builder:
                 plan_args[spec.name] = self.nodes[v].value
         span, text = self.p.span(node), self.p.text(node)
         try:
-            plan = registry.plan(op, plan_args)
-            registry.check_limits(plan, max_result_elements=self.limits.max_result_elements,
-                                  max_matmul_madds=self.limits.max_matmul_madds)
+            plan = op.plan(plan_args)
+            registry.check_limits(plan, self.limits)
         except WireError as exc:
             raise ExprError(f"{op.name}: {exc}", span=span, position=span[0], op=op.name) from None
         except LimitError as exc:
-            raise ExprError(f"`{text[:60]}`: {exc}", status=413, code="too_large", span=span,
+            raise ExprLimitError(f"`{text[:60]}`: {exc}", span=span,
                             position=span[0],
                             op=op.name) from None
         except ShapeError as exc:                  # points at the argument that breaks it
             arg = bound.get(exc.input.split(",")[0])
             where = self.p.span(arg) if arg is not None else span
             name = arg.id if isinstance(arg, ast.Name) and arg.id in self.variables else None
-            raise ExprError(f"`{text[:60]}`: {op.name}: {exc}", status=400, code="shape_error",
-                            span=where, position=where[0], op=op.name,
+            raise ExprShapeError(f"`{text[:60]}`: {op.name}: {exc}", span=where,
+                                 position=where[0], op=op.name,
                             input=f"variables.{name}" if name else "expression") from None
         except (*NUMPY_ERRORS, MemoryError) as exc:
-            raise ExprError(f"`{text[:60]}`: {op.name}: {type(exc).__name__}: {exc}",
-                            status=400, code="numpy_error", span=span, position=span[0],
+            raise ExprComputeError(f"`{text[:60]}`: {op.name}: {type(exc).__name__}: {exc}",
+                            span=span, position=span[0],
                             op=op.name) from None
         self.madds += plan.madds
         # the forward's share: a plan counts each product 3× (forward + the backward's two,
         # glassllm.shapes.matmul_cost) and lists the arrays built inside (erring high)
         self.forward_work += plan.madds // 3 + sum(n for _, n in plan.sizes)
         if self.madds > self.limits.max_matmul_madds:
-            raise ExprError(f"the matmuls would take {self.madds} multiply-adds; the limit is"
-                            f" {self.limits.max_matmul_madds} (SPEC H5)", status=413,
-                            code="too_large", span=span, op=op.name)
+            raise ExprLimitError(f"the matmuls would take {self.madds} multiply-adds; the limit is"
+                            f" {self.limits.max_matmul_madds} (SPEC H5)", span=span, op=op.name)
         rg = op.output == "tensor" and any(
             self.nodes[v].requires_grad for (how, v), spec in zip(values, op.inputs, strict=True)
             if how == "node" and spec.kind == "tensor")
-        return self.add(Node(0, op.name, span, text, tuple(plan.shape), rg, args=values))
+        return self.add(Node(0, op.name, span, text, tuple(plan.shape), rg, args=values,
+                             summed=dict(plan.summed)))
 
 
 def _first_leaf(raw: Any) -> Any:
@@ -593,34 +599,6 @@ def _what(node: ast.AST) -> str:
 # --------------------------------------------------------------------------------------
 # evaluation: forward keeping every adjoint (retain_grad), one backward, then the report
 # --------------------------------------------------------------------------------------
-
-class FloatWarnings:
-    """NumPy's floating-point warnings of one evaluation, naming the node that raised them.
-
-    NumPy 2 keeps the error state in a context variable, so this is per thread and per
-    request (H6), unlike the `warnings` module's catch. The wording is the ops route's.
-    """
-
-    def __init__(self) -> None:
-        self.messages: list[str] = []
-        self.where = ""
-
-    def __call__(self, kind: str, flag: int) -> None:
-        message = f"{kind} encountered (NumPy floating-point warning){self.where}"
-        if message not in self.messages:
-            self.messages.append(message)
-
-    def __enter__(self) -> FloatWarnings:
-        # Underflow to 0 is the exact, expected result of e.g. softmax over large logits:
-        # not worth a warning. H4 names the other three.
-        self._state = np.errstate(divide="call", over="call", invalid="call", under="ignore",
-                                  call=self)
-        self._state.__enter__()
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self._state.__exit__(*exc)
-
 
 def _forward(nodes: list[Node], leaves: dict[int, Tensor], fw: FloatWarnings | None = None,
              retain: bool = False) -> list[Any]:
@@ -651,8 +629,8 @@ def _forward(nodes: list[Node], leaves: dict[int, Tensor], fw: FloatWarnings | N
             try:
                 out = op.fn(*call)
             except NUMPY_ERRORS as exc:
-                raise ExprError(f"`{n.text[:60]}`: {n.op}: {type(exc).__name__}: {exc}",
-                                status=400, code="numpy_error", span=n.span,
+                raise ExprComputeError(f"`{n.text[:60]}`: {n.op}: {type(exc).__name__}: {exc}",
+                                span=n.span,
                                 position=n.span[0], op=n.op) from None
             v = out if isinstance(out, Tensor) else Tensor(out)   # ndarray ops: constants (L0.2)
             if retain and v.requires_grad:
@@ -699,28 +677,14 @@ def _variables(variables: Any) -> dict[str, tuple[Any, bool | None]]:
 
 
 def _ledger(n: Node, nodes: list[Node]) -> list[dict]:
-    """Per tensor input: the axes of the incoming gradient summed to undo broadcasting (L0.5)."""
+    """Per tensor input: the axes of the incoming gradient summed to undo broadcasting
+    (L0.5), as the op's shape rule planned them."""
     if n.op in ("variable", "constant"):
         return []
     op = registry.OPS[n.op]
-    entries = []
-    tensor_refs = [(i, a) for i, (spec, (how, a)) in enumerate(zip(op.inputs, n.args, strict=True))
-                   if how == "node" and spec.kind == "tensor"]
-    for i, ref in tensor_refs:
-        shape = nodes[ref].shape
-        if n.op in ELEMENTWISE:
-            axes = summed_axes(n.shape, shape)
-        elif n.op in ("matmul", "linear") and len(tensor_refs) == 2:
-            sa, sb = nodes[tensor_refs[0][1]].shape, nodes[tensor_refs[1][1]].shape
-            a2 = sa if len(sa) > 1 else (1, *sa)                        # (…, n, k)
-            b2 = sb if len(sb) > 1 else (*sb, 1)                        # (…, k, m)
-            batch = np.broadcast_shapes(a2[:-2], b2[:-2])
-            own = a2 if i == 0 else b2
-            axes = summed_axes((*batch, *own[-2:]), own)
-        else:
-            axes = ()
-        entries.append({"input": ref, "summed_axes": list(axes)})
-    return entries
+    return [{"input": ref, "summed_axes": list(n.summed.get(spec.name, ()))}
+            for spec, (how, ref) in zip(op.inputs, n.args, strict=True)
+            if how == "node" and spec.kind == "tensor"]
 
 
 def _nonfinite(a: Any) -> int:
@@ -733,7 +697,7 @@ def _number(x: float) -> Any:
 
 
 def evaluate(expression: str, variables: Any = None, grad_output: Any = None,
-             check: bool = False, limits: Limits = Limits(), *,
+             check: bool = False, limits: Limits = DEFAULT_LIMITS, *,
              maybe_bools: bool = True) -> dict:
     """Evaluate `expression` forward and backward; the result is the ``/api/v1/eval`` body.
 
@@ -745,11 +709,11 @@ def evaluate(expression: str, variables: Any = None, grad_output: Any = None,
         grad_output: the seed of the backward pass, shaped like the output; default ones
             (the gradient of the output's sum, H2).
         check: also compare every gradient with central differences (`gradcheck`).
-        limits: the bounds (H5); refusals are `ExprError` with `status` 413.
+        limits: the bounds (H5); refusals are `ExprLimitError`s.
         maybe_bools: a speed hint for large arrays (see `glassllm.wire`); keep True unless
             you know the JSON holds no ``true`` / ``false``.
 
-    Raises: `ExprError` (status 422 / 413 / 400) naming the position or input.
+    Raises: `ExprError` (and its kinds: limit, shape, compute) naming the position or input.
 
     Example:
         >>> r = evaluate("embedding(weight, ids).sum()",
@@ -801,8 +765,7 @@ def evaluate(expression: str, variables: Any = None, grad_output: Any = None,
             try:
                 out.backward(seed)
             except NUMPY_ERRORS as exc:
-                raise ExprError(f"backward: {type(exc).__name__}: {exc}", status=400,
-                                code="numpy_error") from None
+                raise ExprComputeError(f"backward: {type(exc).__name__}: {exc}") from None
         report = None
         if check and out.requires_grad:
             fw.where = " during check"
@@ -850,16 +813,14 @@ def _check_cost(count: int, builder: Builder, limits: Limits) -> None:
     per-node cost): held to the same multiply-add limit as the rest of the request.
     """
     if count > limits.max_check_elements:
-        raise ExprError(f"check would finite-difference {count} elements; the limit is"
-                        f" {limits.max_check_elements}", status=413, code="too_large",
-                        input="check")
+        raise ExprLimitError(f"check would finite-difference {count} elements; the limit is"
+                        f" {limits.max_check_elements}", input="check")
     total = 2 * count * builder.forward_work
     if total > limits.max_matmul_madds:
-        raise ExprError(f"check would finite-difference {count} elements with 2 forward passes"
+        raise ExprLimitError(f"check would finite-difference {count} elements with 2 forward passes"
                         f" each, {builder.forward_work} operations per pass (multiply-adds,"
                         f" elements built, {NODE_COST} per node): {total} in all; the limit is"
-                        f" {limits.max_matmul_madds} (SPEC H5)", status=413, code="too_large",
-                        input="check")
+                        f" {limits.max_matmul_madds} (SPEC H5)", input="check")
 
 
 def _describe_node(n: Node, v: Any, grad: Any, nodes: list[Node]) -> dict:

@@ -51,7 +51,7 @@ from glassllm.autograd import (
     transpose,
     tsum,
 )
-from glassllm.shapes import ShapeError
+from glassllm.shapes import ShapeError, positive_count
 
 __all__ = [
     "Attention",
@@ -121,11 +121,11 @@ class GlassConfig:
 
 
 def _check_heads(d: int, n_heads: int, n_kv_heads: int) -> None:
-    """Raise ShapeError (a ValueError) unless H divides d and Hkv divides H; the message
+    """Raise InputError for a head count below 1, ShapeError (a ValueError) unless H
+    divides d and Hkv divides H; the message
     names both numbers, ``input`` the head count to change."""
-    if n_heads <= 0 or n_kv_heads <= 0:
-        raise ShapeError("n_heads" if n_heads <= 0 else "n_kv_heads",
-                         f"n_heads ({n_heads}) and n_kv_heads ({n_kv_heads}) must be positive")
+    positive_count("n_heads", n_heads, "attention")       # a count below 1: InputError
+    positive_count("n_kv_heads", n_kv_heads, "attention")
     if d % n_heads:
         raise ShapeError("n_heads", f"d_model {d} is not divisible by n_heads {n_heads}")
     if n_heads % n_kv_heads:

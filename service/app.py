@@ -4,9 +4,10 @@ from __future__ import annotations
 
 from fastapi import FastAPI
 
+from glassllm import float_warnings
 from glassllm.registry import OPS
 from glassllm.runtime import tune_malloc
-from service import errors, numpy_warnings, schemas
+from service import errors, schemas
 from service.limits import ComputeSlots
 from service.routes import allow_head, health, ops, pages
 from service.routes import eval as eval_routes
@@ -23,7 +24,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     settings = settings or Settings()
     # NumPy's warnings-module warnings become exceptions that the routes turn into the
     # response's "warnings" (H4); set here so every uvicorn worker process has it.
-    numpy_warnings.install()
+    float_warnings.install()
     tune_malloc()  # each worker process keeps freed NumPy buffers for reuse (runtime.py)
     app = FastAPI(title="glassllm gradient sandbox", version="0.1.0", description=DESCRIPTION,
                   docs_url=None, redoc_url=None)

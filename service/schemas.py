@@ -100,18 +100,28 @@ class ExampleInfo(BaseModel):
     expected: dict[str, Any]
 
 
+class OutputInfo(BaseModel):
+    name: str = Field(description="where it is in the result: 'value' or 'grads.<input>'")
+    role: str = Field(description="'value', 'loss' (a scalar to minimise) or 'grad'")
+    kind: str = Field(description="'tensor' or 'ndarray' (L0.2)")
+    of: str | None = Field(None, description="for a grad: the input it is the gradient of")
+
+
 class OpInfo(BaseModel):
     name: str
     summary: str
     clause: str
     module: str
     output: str = Field(description="'tensor' (value and grads) or 'ndarray' (value only)")
+    outputs: list[OutputInfo]
     inputs: list[InputInfo]
     examples: list[ExampleInfo]
 
 
 class OpList(BaseModel):
     ops: list[OpInfo]
+    kinds: dict[str, str | None] = Field(
+        description="every input kind and the dtype it is read as (null: not an array)")
 
 
 class OpResult(BaseModel):

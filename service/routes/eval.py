@@ -3,7 +3,8 @@
 
 The work is `glassllm.expr.evaluate`, the same function a notebook calls; this router only
 reads the body under the service's limits (H5), runs it in a worker thread inside a
-compute slot, and maps `ExprError` to 422 / 413 / 400 with the offending position (H4).
+compute slot; an `ExprError` becomes 422 / 413 / 400 with the offending position in the
+app's exception handlers (`service.errors`, H4).
 """
 
 from __future__ import annotations
@@ -16,9 +17,10 @@ from pydantic import BaseModel, Field
 from starlette.concurrency import run_in_threadpool
 from starlette.responses import Response
 
+from glassllm import float_warnings
 from glassllm.examples import EXAMPLES
-from glassllm.expr import ExprError, Limits, evaluate
-from service import numpy_warnings, schemas
+from glassllm.expr import evaluate
+from service import schemas
 from service.codec import dumps
 from service.errors import ApiError
 from service.limits import read_json
@@ -54,15 +56,6 @@ class ExampleList(BaseModel):
     examples: list[dict[str, Any]]
 
 
-def limits_of(settings: Settings) -> Limits:
-    return Limits(max_length=settings.max_expression_length,
-                  max_array_elements=settings.max_array_elements,
-                  max_result_elements=settings.max_result_elements,
-                  max_graph_elements=settings.max_result_elements,
-                  max_matmul_madds=settings.max_matmul_madds,
-                  max_check_elements=settings.max_check_elements)
-
-
 def compute(body: Any, maybe_bools: bool, settings: Settings) -> bytes:
     """Run in a worker thread; every refusal is an ApiError."""
     if not isinstance(body, dict):
@@ -77,16 +70,10 @@ def compute(body: Any, maybe_bools: bool, settings: Settings) -> bytes:
         raise ApiError(422, "invalid_request", "'expression' is required", input="expression")
     kwargs = {"expression": body["expression"], "variables": body.get("variables"),
               "grad_output": body.get("grad_output"), "check": body.get("check", False),
-              "limits": limits_of(settings), "maybe_bools": maybe_bools}
-    try:
-        messages: list[str] = []
-        result = numpy_warnings.run_recording(lambda: evaluate(**kwargs), messages)
-        result["warnings"] += [m for m in messages if m not in result["warnings"]]
-    except ExprError as exc:
-        raise ApiError(exc.status, exc.code, exc.message, op=exc.op, input=exc.input,
-                       **exc.detail()) from None
-    except MemoryError:
-        raise ApiError(413, "too_large", "the computation ran out of memory") from None
+              "limits": settings.limits, "maybe_bools": maybe_bools}
+    messages: list[str] = []          # an ExprError is mapped by the app's handlers
+    result = float_warnings.run_recording(lambda: evaluate(**kwargs), messages)
+    result["warnings"] += [m for m in messages if m not in result["warnings"]]
     return dumps(result)
 
 

@@ -18,7 +18,8 @@ from service.limits import read_json
 
 router = APIRouter(prefix="/api/v1/ops", tags=["ops"])
 ERRORS = {s: {"model": schemas.ErrorBody} for s in (400, 404, 413, 415, 422, 503)}
-_OPS_JSON = orjson.dumps({"ops": [op.describe() for op in registry.OPS.values()]})
+_OPS_JSON = orjson.dumps({"ops": [op.describe() for op in registry.OPS.values()],
+                          "kinds": registry.DTYPES})
 
 
 def find(name: str) -> Op:
