@@ -41,7 +41,7 @@ def parse_envelope(op: Op, body: Any) -> tuple[dict, list[str] | None, Any]:
     return inputs, rg, body.get("grad_output")
 
 
-def compute(op: Op, body: Any, maybe_bools: bool, settings: Settings) -> bytes:
+def run_op_body(op: Op, body: Any, maybe_bools: bool, settings: Settings) -> bytes:
     """Run in a worker thread: `prepare` (every check), then `run` (compute only).
 
     A refusal is the library's `InputError` (named op and input), mapped to its status by
@@ -53,7 +53,7 @@ def compute(op: Op, body: Any, maybe_bools: bool, settings: Settings) -> bytes:
                                     maybe_bools=maybe_bools)
         fw = FloatWarnings()
 
-        def forward_backward() -> registry.OpResult:
+        def forward_backward() -> registry.RunResult:
             with fw:
                 return registry.run(prepared)
 

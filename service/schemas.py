@@ -124,22 +124,27 @@ class OpList(BaseModel):
         description="every input kind and the dtype it is read as (null: not an array)")
 
 
-class OpResult(BaseModel):
-    """The answer of ``POST /api/v1/ops/{name}`` (H2); arrays in the wire format (H3)."""
+class Computed(BaseModel):
+    """What every compute route answers; arrays in the wire format (H3)."""
 
-    op: str
     value: Any = Field(description="a JSON number for a 0-d output, else nested lists")
     shape: list[int]
     grads: dict[str, Any] = Field(description="one array per input that requires grad")
     warnings: list[str]
 
 
+class OpResult(Computed):
+    """The answer of ``POST /api/v1/ops/{name}`` (H2)."""
+
+    op: str
+
+
 class ErrorDetail(BaseModel):
     status: int
     code: str
     message: str
-    op: str | None = None
-    input: str | None = None
+    op: str | None = Field(None, description="the op the request ran, if any")
+    input: str | None = Field(None, description="the input or request field to fix")
 
 
 class ErrorBody(BaseModel):

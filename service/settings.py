@@ -65,12 +65,11 @@ class Settings(BaseSettings):
     @property
     def limits(self) -> Limits:
         """The library's `Limits` of one request, from these settings."""
-        return Limits(max_length=self.max_expression_length,
-                      max_array_elements=self.max_array_elements,
-                      max_result_elements=self.max_result_elements,
-                      max_graph_elements=self.max_result_elements,
-                      max_matmul_madds=self.max_matmul_madds,
-                      max_check_elements=self.max_check_elements)
+        same = ("max_array_elements", "max_result_elements", "max_matmul_madds",
+                "max_check_elements")                 # settings named as the library's
+        return Limits(**{name: getattr(self, name) for name in same},
+                      max_length=self.max_expression_length,
+                      max_graph_elements=self.max_result_elements)
 
     def __init__(self, **values: Any) -> None:
         try:

@@ -16,7 +16,7 @@ from glassllm.expr.parse import CONSTANT_NAMES, DEFAULT_LIMITS, parse
 from glassllm.float_warnings import FloatWarnings
 from glassllm.gradcheck import gradcheck
 from glassllm.limits import Limits
-from glassllm.registry import L06, NUMPY_ERRORS
+from glassllm.registry import NO_GRADIENT_RULE, NUMPY_ERRORS
 from glassllm.tensor import Tensor
 from glassllm.wire import coerce, encode_array
 
@@ -265,7 +265,7 @@ def _check_constant_reuse(nodes: list[Node]) -> None:
     for n in nodes:
         if n.op == "variable" and n.kind != "tensor" and n.name in differentiable:
             raise ExprError(f"variable '{n.name}' requires grad, but here it is read as a"
-                            f" constant ({n.kind}): {L06}; write exp(b * log(a)) for a"
+                            f" constant ({n.kind}): {NO_GRADIENT_RULE}; write exp(b * log(a)) for a"
                             " differentiable exponent, or set requires_grad false",
                             span=n.span, position=n.span[0], input=f"variables.{n.name}")
 

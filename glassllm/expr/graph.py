@@ -16,7 +16,7 @@ from glassllm.errors import LimitError, ShapeError, WireError
 from glassllm.expr.errors import ExprComputeError, ExprError, ExprLimitError, ExprShapeError
 from glassllm.expr.parse import BINOPS, CONSTANT_NAMES, METHODS, Parsed
 from glassllm.limits import Limits
-from glassllm.registry import L06, NUMPY_ERRORS, Op
+from glassllm.registry import NO_GRADIENT_RULE, NUMPY_ERRORS, Op
 from glassllm.wire import coerce
 
 # What one node's Python call costs, in elements of NumPy work: ~2 µs per node against
@@ -34,12 +34,18 @@ class NodeArg:
 
     id: int
 
+    def node_ids(self) -> tuple[int, ...]:
+        return (self.id,)
+
 
 @dataclass(frozen=True)
 class LiteralArg:
     """An op's input given as a literal (axis, shape, keepdims, a fill value) or default."""
 
     value: Any
+
+    def node_ids(self) -> tuple[int, ...]:
+        return ()
 
 
 @dataclass(frozen=True)
@@ -48,6 +54,9 @@ class IndexArg:
 
     index: Any
     refs: tuple[int, ...]
+
+    def node_ids(self) -> tuple[int, ...]:
+        return self.refs
 
 
 Arg = NodeArg | LiteralArg | IndexArg
@@ -70,13 +79,7 @@ class Node:
     @property
     def inputs(self) -> list[int]:
         """Input node ids, in the op's input order (index arrays after the indexed tensor)."""
-        out: list[int] = []
-        for arg in self.args:
-            if isinstance(arg, NodeArg):
-                out.append(arg.id)
-            elif isinstance(arg, IndexArg):
-                out.extend(arg.refs)
-        return out
+        return [i for arg in self.args for i in arg.node_ids()]
 
 
 class Builder:
@@ -131,8 +134,8 @@ class Builder:
             rg = True if rg is None else rg
         elif rg:
             raise ExprError(f"variable '{name}' has requires_grad true but is used as {why},"
-                            f" which is not differentiable: {L06}", input=f"variables.{name}",
-                            span=self.p.span(where))
+                            f" which is not differentiable: {NO_GRADIENT_RULE}",
+                            input=f"variables.{name}", span=self.p.span(where))
         node = Node(0, "variable", self.p.span(where), name, np.shape(value), bool(rg), kind,
                     name, value)
         self.by_var[key] = self.add(node)
@@ -306,7 +309,7 @@ class Builder:
                     hint = "; for a differentiable exponent write exp(b * log(a))" \
                         if op.name == "pow" else ""
                     raise self.error(f"{why} is a constant and gets no gradient, but this"
-                                     f" expression requires grad: {L06}{hint}", arg)
+                                     f" expression requires grad: {NO_GRADIENT_RULE}{hint}", arg)
                 values.append(NodeArg(ref))
             elif spec.kind == "index":
                 index, refs = self.index(arg)

@@ -9,12 +9,12 @@ Pure Python + NumPy: no web framework here.
 """
 
 from glassllm.errors import LimitError
-from glassllm.registry.entry import DTYPES, L06, REQUIRED, Example, Input, Op, Plan
+from glassllm.registry.entry import DTYPES, NO_GRADIENT_RULE, REQUIRED, Example, Input, Op, Plan
 from glassllm.registry.plans import elementwise, same_as
 from glassllm.registry.requests import (
                                         NUMPY_ERRORS,
-                                        OpResult,
                                         Prepared,
+                                        RunResult,
                                         check_limits,
                                         coerce_inputs,
                                         compute_error,
@@ -25,7 +25,28 @@ from glassllm.registry.requests import (
 from glassllm.registry.table import OPS, get
 from glassllm.shapes import matmul_shape, probe
 
-__all__ = ["DTYPES", "L06", "NUMPY_ERRORS", "OPS", "REQUIRED", "Example", "Input",
-           "LimitError", "Op", "OpResult", "Plan", "Prepared", "check_limits", "coerce_inputs",
-           "compute_error", "elementwise", "get", "matmul_shape", "prepare", "prepare_args",
-           "probe", "run", "same_as"]
+__all__ = [
+                                        "DTYPES",
+                                        "NO_GRADIENT_RULE",
+                                        "NUMPY_ERRORS",
+                                        "OPS",
+                                        "REQUIRED",
+                                        "Example",
+                                        "Input",
+                                        "LimitError",
+                                        "Op",
+                                        "Plan",
+                                        "Prepared",
+                                        "RunResult",
+                                        "check_limits",
+                                        "coerce_inputs",
+                                        "compute_error",
+                                        "elementwise",
+                                        "get",
+                                        "matmul_shape",
+                                        "prepare",
+                                        "prepare_args",
+                                        "probe",
+                                        "run",
+                                        "same_as",
+]

@@ -7,12 +7,12 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-__all__ = ["DTYPES", "L06", "REQUIRED", "Example", "Input", "Op", "Plan"]
+__all__ = ["DTYPES", "NO_GRADIENT_RULE", "REQUIRED", "Example", "Input", "Op", "Plan"]
 
 REQUIRED: Any = type("Required", (), {"__repr__": lambda self: "REQUIRED"})()
 
-L06 = ("gradients flow to Tensors only, never to index selectors, masks, constant exponents,"
-       " repeat counts or trig tables (SPEC L0.6)")
+NO_GRADIENT_RULE = ("gradients flow to Tensors only, never to index selectors, masks, constant"
+                    " exponents, repeat counts or trig tables (SPEC L0.6)")
 
 # Every input kind of glassllm.wire and the dtype it is read as; null: not an array.
 DTYPES: dict[str, str | None] = {
@@ -31,12 +31,12 @@ class Input:
     shape: str | None = None        # glossary letters, e.g. "(N, V)"
 
     @property
-    def dtype(self) -> str | None:
-        return DTYPES.get(self.kind)
-
-    @property
     def required(self) -> bool:
         return self.default is REQUIRED
+
+    @property
+    def dtype(self) -> str | None:
+        return DTYPES.get(self.kind)
 
     def describe(self) -> dict:
         return {"name": self.name, "kind": self.kind, "dtype": self.dtype,

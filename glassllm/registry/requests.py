@@ -4,8 +4,8 @@
 coerce the wire inputs (`WireError`), plan the output shape with the op's shape rule
 (`ShapeError`, NumPy's own errors as `ComputeError`), check the limits from shapes alone
 (`LimitError`), check `requires_grad` and `grad_output` against the op and the planned
-shape. It returns a `Prepared` request, whose `plan` says what the run will cost
-(`elements`, `madds`) before any compute. ``run(prepared)`` trusts it and only computes:
+shape. It returns a `Prepared` request, whose `cost` (elements, multiply-adds) is known
+before any compute. ``run(prepared)`` trusts it and only computes:
 forward, then backward seeded with `grad_output`. The ops route, the eval route (one
 prepare per expression node) and any later route call these two.
 
@@ -22,12 +22,9 @@ import numpy as np
 
 from glassllm.errors import ComputeError, InputError, LimitError, ShapeError, WireError
 from glassllm.limits import Limits
-from glassllm.registry.entry import L06, Op, Plan
+from glassllm.registry.entry import NO_GRADIENT_RULE, Op, Plan
 from glassllm.tensor import Tensor, no_grad
 from glassllm.wire import ARRAY_KINDS, coerce
-
-__all__ = ["NUMPY_ERRORS", "OpResult", "Prepared", "check_limits", "coerce_inputs",
-           "compute_error", "prepare", "prepare_args", "run"]
 
 NUMPY_ERRORS = (ValueError, IndexError, TypeError, ArithmeticError)
 
@@ -44,18 +41,15 @@ class Prepared:
     given: tuple[str, ...] = ()              # the inputs the request named
 
     @property
-    def elements(self) -> int:
-        """Elements the run builds (output and planned intermediates): its memory cost."""
-        return self.plan.elements
-
-    @property
-    def madds(self) -> int:
-        """Matmul multiply-adds of forward + backward: its compute cost."""
-        return self.plan.madds
+    def cost(self) -> tuple[int, int]:
+        """What the run will cost, known from its plan before any compute: (elements it
+        builds — the output and every planned intermediate —, matmul multiply-adds of
+        forward + backward)."""
+        return self.plan.elements, self.plan.madds
 
 
 @dataclass
-class OpResult:
+class RunResult:
     value: np.ndarray
     grads: dict[str, np.ndarray]
 
@@ -112,7 +106,8 @@ def _wanted(op: Op, requires_grad: Sequence[str] | None) -> tuple[str, ...]:
         if name not in names:
             raise WireError("requires_grad", f"names '{name}', which is not an input of {op.name}")
         if name not in op.differentiable:
-            raise WireError("requires_grad", f"names '{name}', which is not differentiable: {L06}")
+            raise WireError("requires_grad", f"names '{name}', which is not differentiable:"
+                                             f" {NO_GRADIENT_RULE}")
     return tuple(dict.fromkeys(requires_grad))
 
 
@@ -187,7 +182,7 @@ def prepare(op: Op, inputs: Mapping[str, Any], requires_grad: Sequence[str] | No
 
 
 def run(prepared: Prepared | Op, args: dict[str, Any] | None = None,
-        requires_grad: Sequence[str] | None = None, grad_output: Any = None) -> OpResult:
+        requires_grad: Sequence[str] | None = None, grad_output: Any = None) -> RunResult:
     """Forward, then backward from the seed (default ones: the gradient of the sum, H2).
 
     Takes a `Prepared` request and trusts it. ``run(op, args, requires_grad, grad_output)``
@@ -207,7 +202,7 @@ def run(prepared: Prepared | Op, args: dict[str, Any] | None = None,
     try:
         if not wanted:
             with no_grad():
-                return OpResult(_data(op.fn(*call)), {})
+                return RunResult(_data(op.fn(*call)), {})
         out = op.fn(*call)
         value = _data(out)
         seed = np.ones_like(value) if prepared.grad_output is None else prepared.grad_output
@@ -221,7 +216,7 @@ def run(prepared: Prepared | Op, args: dict[str, Any] | None = None,
         if spec.name in wanted:
             grad = tensor.grad                       # None: the output does not depend on it
             grads[spec.name] = grad if grad is not None else np.zeros_like(tensor.data)
-    return OpResult(value, grads)
+    return RunResult(value, grads)
 
 
 def _data(out: Any) -> np.ndarray:

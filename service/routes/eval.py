@@ -32,13 +32,10 @@ FIELDS = ("expression", "variables", "grad_output", "check")
 _EXAMPLES_JSON = orjson.dumps({"examples": EXAMPLES})
 
 
-class EvalResult(BaseModel):
-    """The answer of ``POST /api/v1/eval``; arrays in the wire format (H3)."""
+class EvalResult(schemas.Computed):
+    """The answer of ``POST /api/v1/eval`` (H2, H3)."""
 
-    value: Any = Field(description="a JSON number for a 0-d output, else nested lists")
-    shape: list[int]
     grads: dict[str, Any] = Field(description="one array per variable that requires grad")
-    warnings: list[str]
     output: int = Field(description="the id of the output node")
     nodes: list[dict[str, Any]] = Field(
         description="in evaluation order: id, op, span [start, end), text, inputs (node ids),"
@@ -56,7 +53,7 @@ class ExampleList(BaseModel):
     examples: list[dict[str, Any]]
 
 
-def compute(body: Any, maybe_bools: bool, settings: Settings) -> bytes:
+def evaluate_body(body: Any, maybe_bools: bool, settings: Settings) -> bytes:
     """Run in a worker thread; every refusal is an ApiError."""
     if not isinstance(body, dict):
         raise ApiError(422, "invalid_request", 'the body must be a JSON object {"expression":'
@@ -98,7 +95,7 @@ async def eval_expression(request: Request) -> Response:
     settings = request.app.state.settings
     parsed, maybe_bools = await read_json(request, settings, send='{"expression": ...}')
     with request.app.state.slots:
-        out = await run_in_threadpool(compute, parsed, maybe_bools, settings)
+        out = await run_in_threadpool(evaluate_body, parsed, maybe_bools, settings)
     return Response(out, media_type="application/json")
 
 

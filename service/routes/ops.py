@@ -12,7 +12,7 @@ from starlette.responses import Response
 from glassllm import registry
 from glassllm.registry import Op
 from service import schemas
-from service.dispatch import compute
+from service.dispatch import run_op_body
 from service.errors import ApiError
 from service.limits import read_json
 
@@ -47,7 +47,7 @@ async def run_op(op: Op, request: Request) -> Response:
     settings = request.app.state.settings
     parsed, maybe_bools = await read_json(request, settings, op=op.name)
     with request.app.state.slots:
-        out = await run_in_threadpool(compute, op, parsed, maybe_bools, settings)
+        out = await run_in_threadpool(run_op_body, op, parsed, maybe_bools, settings)
     return Response(out, media_type="application/json")
 
 
