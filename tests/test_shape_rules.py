@@ -332,3 +332,66 @@ def test_the_ledger_of_rms_norm_and_rope_is_their_rule():
     cos, sin = layers.rope_angles(3, 4)
     out = evaluate("rope(x, cos, sin)", {"x": np.ones((2, 3, 4)), "cos": cos, "sin": sin})
     assert [e["summed_axes"] for e in out["nodes"][-1]["ledger"]] == [[]]
+
+
+@pytest.fixture(scope="module")
+def client():
+    from fastapi.testclient import TestClient
+
+    from service.app import create_app
+    from service.settings import Settings
+
+    with TestClient(create_app(Settings())) as c:
+        yield c
+
+
+def _attention_body(**change) -> dict:
+    inputs = {k: (v.tolist() if isinstance(v, np.ndarray) else v) for k, v in _ATTN.items()}
+    return {"inputs": {**inputs, **change}}
+
+
+@pytest.mark.parametrize("count", ["n_heads", "n_kv_heads"])
+def test_a_head_count_below_one_is_422_through_the_ops_and_the_eval_route(client, count):
+    """The disagreement of issue 10: the op route's plan said 422 (a wrong int value), the
+    layer's own check a ShapeError (400). The 422 wins on every path, naming the count."""
+    r = client.post("/api/v1/ops/attention", json=_attention_body(**{count: 0}))
+    assert r.status_code == 422, r.text
+    err = r.json()["error"]
+    assert (err["code"], err["op"], err["input"]) == ("invalid_input", "attention", count)
+    assert err["message"] == f"attention: {count} must be a positive int, got 0"
+    variables = {k: v for k, v in _attention_body()["inputs"].items() if "heads" not in k}
+    heads = {"n_heads": 1, "n_kv_heads": 1, count: 0}
+    source = ("attention(x, wq, wk, wv, wo, n_heads={n_heads}, n_kv_heads={n_kv_heads},"
+              " cos=cos, sin=sin)").format(**heads)
+    r = client.post("/api/v1/eval", json={"expression": source, "variables": variables})
+    assert r.status_code == 422, r.text
+    assert r.json()["error"]["code"] == "invalid_expression"
+    assert f"{count} must be a positive int, got 0" in r.json()["error"]["message"]
+
+
+def test_repeats_below_one_is_422_with_the_library_s_words(client):
+    r = client.post("/api/v1/ops/repeat_kv", json={"inputs": {"x": [[[[1.0]]]], "repeats": 0}})
+    assert r.status_code == 422
+    assert r.json()["error"]["message"] == "repeat_kv: repeats must be a positive int, got 0"
+    assert r.json()["error"]["input"] == "repeats"
+
+
+def test_grad_output_shape_is_one_check_written_for_its_caller(client):
+    """One check (prepare): a wire request reads JSON lists, a Python caller tuples."""
+    r = client.post("/api/v1/ops/neg", json={"inputs": {"a": [1.0, 2.0]},
+                                             "grad_output": [1.0, 2.0, 3.0]})
+    assert r.status_code == 422
+    assert r.json()["error"]["message"] == ("input 'grad_output': has shape [3] but the output"
+                                            " of neg has shape [2]")
+    with pytest.raises(InputError, match=r"has shape \(3,\) but the output of neg has shape"
+                                         r" \(2,\)"):
+        R.run(R.OPS["neg"], {"a": np.zeros(2)}, None, np.zeros(3))
+
+
+def test_prepare_knows_the_cost_before_any_compute():
+    """Prepared.cost, for cost-weighted admission: a (2, 3) @ (3, 4) product builds its
+    output (8), both gradients (6 and 12) and takes 3 · 24 multiply-adds."""
+    prepared = R.prepare(R.OPS["matmul"], {"a": np.ones((2, 3)).tolist(),
+                                           "b": np.ones((3, 4)).tolist()})
+    assert prepared.cost == (8 + 8 + 6 + 12, 72)
+    assert R.run(prepared).value.tolist() == np.full((2, 4), 3.0).tolist()

@@ -54,8 +54,8 @@ def _forward(nodes: list[Node], leaves: dict[int, Tensor], fw: FloatWarnings | N
                 out = op.fn(*call)
             except NUMPY_ERRORS as exc:
                 raise ExprComputeError(f"`{n.text[:60]}`: {n.op}: {type(exc).__name__}: {exc}",
-                                span=n.span,
-                                position=n.span[0], op=n.op) from None
+                                       span=n.span,
+                                       position=n.span[0], op=n.op) from None
             v = out if isinstance(out, Tensor) else Tensor(out)   # ndarray ops: constants (L0.2)
             if retain and v.requires_grad:
                 v.retain_grad()
@@ -238,13 +238,13 @@ def _check_cost(count: int, builder: Builder, limits: Limits) -> None:
     """
     if count > limits.max_check_elements:
         raise ExprLimitError(f"check would finite-difference {count} elements; the limit is"
-                        f" {limits.max_check_elements}", input="check")
+                             f" {limits.max_check_elements}", input="check")
     total = 2 * count * builder.forward_work
     if total > limits.max_matmul_madds:
         raise ExprLimitError(f"check would finite-difference {count} elements with 2 forward passes"
-                        f" each, {builder.forward_work} operations per pass (multiply-adds,"
-                        f" elements built, {NODE_COST} per node): {total} in all; the limit is"
-                        f" {limits.max_matmul_madds} (SPEC H5)", input="check")
+                             f" each, {builder.forward_work} operations per pass (multiply-adds,"
+                             f" elements built, {NODE_COST} per node): {total} in all; the limit is"
+                             f" {limits.max_matmul_madds} (SPEC H5)", input="check")
 
 
 def _describe_node(n: Node, v: Any, grad: Any, nodes: list[Node]) -> dict:

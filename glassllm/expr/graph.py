@@ -12,7 +12,7 @@ from typing import Any
 import numpy as np
 
 from glassllm import registry
-from glassllm.errors import LimitError, ShapeError, WireError
+from glassllm.errors import InputError, LimitError, ShapeError, WireError
 from glassllm.expr.errors import ExprComputeError, ExprError, ExprLimitError, ExprShapeError
 from glassllm.expr.parse import BINOPS, CONSTANT_NAMES, METHODS, Parsed
 from glassllm.limits import Limits
@@ -107,10 +107,10 @@ class Builder:
         self.forward_work += size + NODE_COST
         if size > self.limits.max_result_elements or self.elements > self.limits.max_graph_elements:
             raise ExprLimitError(f"`{node.text[:60]}` would bring the graph to {self.elements}"
-                            f" elements; the limits are {self.limits.max_result_elements} per"
-                            f" node and {self.limits.max_graph_elements} in all (SPEC H5)",
-                            span=node.span,
-                            position=node.span[0], op=node.op)
+                                 f" elements; the limits are {self.limits.max_result_elements} per"
+                                 f" node and {self.limits.max_graph_elements} in all (SPEC H5)",
+                                 span=node.span,
+                                 position=node.span[0], op=node.op)
         node.id = len(self.nodes)
         self.nodes.append(node)
         return node.id
@@ -129,7 +129,7 @@ class Builder:
         if kind in ("tensor", "array", "table", "int_array", "bool_mask") and \
                 np.size(value) > self.limits.max_array_elements:
             raise ExprLimitError(f"variable '{name}' has {np.size(value)} elements; the limit is"
-                            f" {self.limits.max_array_elements}", input=f"variables.{name}")
+                                 f" {self.limits.max_array_elements}", input=f"variables.{name}")
         if kind == "tensor":
             rg = True if rg is None else rg
         elif rg:
@@ -338,30 +338,29 @@ class Builder:
         try:
             plan = op.plan(plan_args)
             registry.check_limits(plan, self.limits)
-        except WireError as exc:
-            raise ExprError(f"{op.name}: {exc}", span=span, position=span[0], op=op.name) from None
         except LimitError as exc:
-            raise ExprLimitError(f"`{text[:60]}`: {exc}", span=span,
-                            position=span[0],
-                            op=op.name) from None
+            raise ExprLimitError(f"`{text[:60]}`: {exc}", span=span, position=span[0],
+                                 op=op.name) from None
         except ShapeError as exc:                  # points at the argument that breaks it
             arg = bound.get(exc.input.split(",")[0])
             where = self.p.span(arg) if arg is not None else span
             name = arg.id if isinstance(arg, ast.Name) and arg.id in self.variables else None
             raise ExprShapeError(f"`{text[:60]}`: {op.name}: {exc}", span=where,
                                  position=where[0], op=op.name,
-                            input=f"variables.{name}" if name else "expression") from None
+                                 input=f"variables.{name}" if name else "expression") from None
+        except InputError as exc:                  # a wrong value (a count below 1): 422
+            raise ExprError(f"{op.name}: {exc}", span=span, position=span[0], op=op.name) from None
         except (*NUMPY_ERRORS, MemoryError) as exc:
             raise ExprComputeError(f"`{text[:60]}`: {op.name}: {type(exc).__name__}: {exc}",
-                            span=span, position=span[0],
-                            op=op.name) from None
+                                   span=span, position=span[0], op=op.name) from None
         self.madds += plan.madds
         # the forward's share: a plan counts each product 3× (forward + the backward's two,
         # glassllm.shapes.matmul_cost) and lists the arrays built inside (erring high)
         self.forward_work += plan.madds // 3 + sum(n for _, n in plan.sizes)
         if self.madds > self.limits.max_matmul_madds:
-            raise ExprLimitError(f"the matmuls would take {self.madds} multiply-adds; the limit is"
-                            f" {self.limits.max_matmul_madds} (SPEC H5)", span=span, op=op.name)
+            raise ExprLimitError(f"the matmuls would take {self.madds} multiply-adds; the limit"
+                                 f" is {self.limits.max_matmul_madds} (SPEC H5)", span=span,
+                                 op=op.name)
         rg = op.output == "tensor" and any(
             self.nodes[arg.id].requires_grad for arg, spec in zip(values, op.inputs, strict=True)
             if isinstance(arg, NodeArg) and spec.kind == "tensor")
