@@ -30,10 +30,11 @@ in the registry's dict (never ``getattr`` on user text), and ``eval`` / ``exec``
 """
 
 from glassllm.expr.errors import ExprComputeError, ExprError, ExprLimitError, ExprShapeError
-from glassllm.expr.evaluation import _forward, evaluate
+from glassllm.expr.evaluation import _forward as _forward  # the graph's forward, for tests
+from glassllm.expr.evaluation import evaluate
 from glassllm.expr.graph import NODE_COST, Builder, Node
 from glassllm.expr.parse import parse
 from glassllm.limits import Limits
 
 __all__ = ["NODE_COST", "Builder", "ExprComputeError", "ExprError", "ExprLimitError",
-           "ExprShapeError", "Limits", "Node", "_forward", "evaluate", "parse"]
+           "ExprShapeError", "Limits", "Node", "evaluate", "parse"]
