@@ -8,7 +8,6 @@ SIGTERM with a stream open.
 
 from __future__ import annotations
 
-import dataclasses
 import json
 import os
 import signal
