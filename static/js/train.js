@@ -209,7 +209,7 @@ function drawLoss() {
   svg.replaceChildren();
   svg.setAttribute("viewBox", `0 0 ${W} ${H}`);
   const pts = state.losses;
-  const maxStep = Math.max(state.steps || 1, 1);
+  const maxStep = Math.max(state.steps || num("train-steps") || 1, 1);
   const losses = pts.map((p) => p[1]);
   const hi = losses.length ? Math.max(...losses) : 6;
   const lo = losses.length ? Math.min(0, Math.min(...losses)) : 0;
@@ -226,6 +226,11 @@ function drawLoss() {
     label.textContent = String(t);
     svg.append(label);
   }
+  const xName = s("text", { x: W - R, y: H - 22, "text-anchor": "end", class: "tick" });
+  xName.textContent = "step";
+  const yName = s("text", { x: L + 4, y: T + 10, class: "tick" });
+  yName.textContent = "loss (cross-entropy, nats)";
+  svg.append(xName, yName);
   const path = s("polyline", {
     class: "loss", points: pts.map(([st, v]) => `${x(st).toFixed(1)},${y(v).toFixed(1)}`).join(" "),
   });
@@ -287,7 +292,8 @@ function heat(matrix, tokens, kind, caption) {
     ...row.map((v, j) => {
       const future = j > i;
       const rgb = future ? [255, 255, 255] : kind === "grad" ? blueOrange(v / m) : whiteBlue(v);
-      const text = future ? "" : kind === "grad" ? v.toExponential(0) : v.toFixed(2);
+      const text = future ? "" : kind === "prob" || v === 0 || Math.abs(v) >= 0.01
+        ? v.toFixed(2) : v.toExponential(0);
       return h("td", { style: `background:rgb(${rgb});color:${ink(rgb)}`, title: String(v),
                        "data-v": String(v) }, text);
     })));
@@ -314,8 +320,8 @@ async function showAttention() {
     for (let hd = 0; hd < H; hd++) {
       blocks.push(h("div", { class: "attn-head" },
         h("h4", {}, `Layer ${l}, head ${hd}`),
-        heat(out.probs[l][hd], out.tokens, "prob", `Layer ${l} head ${hd}: attention probabilities (rows: query, columns: key)`),
-        heat(out.grads[l][hd], out.tokens, "grad", `Layer ${l} head ${hd}: gradient of the next-token loss`)));
+        heat(out.probs[l][hd], out.tokens, "prob", "probabilities P (row: query, column: key)"),
+        heat(out.grads[l][hd], out.tokens, "grad", "gradient ∂loss/∂P")));
     }
   }
   $("attn-maps").replaceChildren(...blocks);
