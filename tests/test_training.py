@@ -180,3 +180,15 @@ def test_sgd_runs_and_a_bad_optimizer_is_named():
     assert [e["event"] for e in events] == ["start", "step", "step", "done"]
     with pytest.raises(ValueError, match="optimizer must be one of adamw, sgd; got 'adam'"):
         list(train_events(config, default_corpus(), steps=1, optimizer="adam"))
+
+
+@pytest.mark.parametrize("name", ["training", "kvcache"])
+def test_module_all_is_complete(name):
+    import importlib
+
+    module = importlib.import_module(f"glassllm.{name}")
+    public = {"OPTIMIZERS"} if name == "training" else set()  # a tuple: no __module__
+    public |= {attr for attr, value in vars(module).items()
+              if not attr.startswith("_") and getattr(value, "__module__", None) == module.__name__}
+    assert sorted(module.__all__) == module.__all__
+    assert set(module.__all__) == public
