@@ -70,6 +70,8 @@ def run_stream(url: str, steps: int, record: dict) -> None:
                 name = line[6:].strip()
             elif line.startswith("data:"):
                 event = json.loads(line[5:])
+                if "time" not in event:
+                    raise SystemExit(f"an event without time: {line[:300]}")
                 lags.append(time.time() - event["time"])
                 if name == "start":
                     record["started"] = time.perf_counter() - t0

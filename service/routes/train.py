@@ -21,6 +21,7 @@ import itertools
 import logging
 import math
 import secrets
+import time
 from typing import Annotated, Any, Literal
 
 import numpy as np
@@ -203,7 +204,8 @@ async def _stream(run_id: str, kwargs: dict[str, Any], limits: TrainSettings,
         yield {"event": "error", "id": str(next(counter)), "data": orjson.dumps({
             "run_id": run_id, "event": "error", "code": "time_limit",
             "message": f"the run passed {limits.max_train_seconds:g} s of wall time "
-                       "(GLASSLLM_MAX_TRAIN_SECONDS) and was stopped"}).decode()}
+                       "(GLASSLLM_MAX_TRAIN_SECONDS) and was stopped",
+            "time": time.time()}).decode()}
     finally:
         runs.release()
         log.info("training run %s ended", run_id)
