@@ -59,6 +59,7 @@ OPTIMIZERS = ("adamw", "sgd")
 SAMPLE_PROMPT = "The "
 SAMPLE_TOKENS = 48
 WEIGHTS_FORMAT = "glassllm-weights/1"
+MAX_SEQ_LEN = 512  # the longest context decode_weights accepts (attention is n × n)
 
 
 class TrainingDiverged(FloatingPointError):
@@ -289,6 +290,13 @@ def _config(raw: Any) -> GlassConfig:
             rule = "a positive integer" if want_int else "a finite number > 0"
             raise WeightsError(f"weights.config.{key}",
                                f"weights.config.{key} must be {rule}; got {value!r}")
+    if raw.get("vocab", ByteTokenizer.vocab_size) != ByteTokenizer.vocab_size:
+        raise WeightsError("weights.config.vocab", f"weights.config.vocab must be "
+                           f"{ByteTokenizer.vocab_size} (the byte-level tokenizer); "
+                           f"got {raw['vocab']!r}")
+    if raw.get("max_seq_len", 0) > MAX_SEQ_LEN:
+        raise WeightsError("weights.config.max_seq_len", f"weights.config.max_seq_len must "
+                           f"be at most {MAX_SEQ_LEN}; got {raw['max_seq_len']!r}")
     try:
         return GlassConfig(**raw)
     except ValueError as exc:
@@ -300,7 +308,8 @@ def decode_weights(obj: Any, max_parameters: int | None = None) -> GlassLM:
 
     Raises:
         WeightsError (a ValueError) naming the field: not the format; a config field that
-            is not a positive number, or that GlassConfig refuses; more than
+            is not a positive number, or that GlassConfig refuses; vocab other than 256;
+            max_seq_len above ``MAX_SEQ_LEN``; more than
             ``max_parameters`` weights (checked from the config, before allocating); a
             tensor missing, unknown, with a different shape, not base64, of the wrong
             byte length, or not finite.

@@ -112,6 +112,7 @@ def test_the_service_run_is_the_cli_run_bit_for_bit(client, tmp_path):
     ({"max_corpus_bytes": 100}, {**RUN, "corpus": "é" * 51}, 413, "GLASSLLM_MAX_CORPUS_BYTES",
      "corpus"),
     ({"max_training_runs": 0}, RUN, 429, "GLASSLLM_MAX_TRAINING_RUNS", None),
+    ({"max_result_elements": 1000}, RUN, 413, "GLASSLLM_MAX_RESULT_ELEMENTS", "batch"),
 ])
 def test_every_limit_is_refused_with_a_4xx_naming_it(client, env, body, status, setting, field):
     r = client(**env).post("/api/v1/train", json=body)
@@ -169,6 +170,9 @@ def test_attention_of_a_fresh_model_by_seed(client):
     (lambda b: b["weights"]["config"].update(d_model=4096, ffn_hidden=4096), 413,
      "weights.config"),
     (lambda b: b.update(weights=[1]), 422, "weights"),
+    (lambda b: b["weights"]["config"].update(vocab=10), 422, "weights.config.vocab"),
+    (lambda b: b["weights"]["config"].update(max_seq_len=10**6), 422,
+     "weights.config.max_seq_len"),
 ])
 def test_attention_refusals_name_the_field(client, edit, status, field):
     body = {"weights": encode_weights(GlassLM(GlassConfig(**TINY))), "prompt": "abc"}

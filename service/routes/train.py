@@ -113,6 +113,17 @@ def _check_size(config: GlassConfig, limits: TrainSettings) -> None:
                        f"{limits.max_parameters} (GLASSLLM_MAX_PARAMETERS)", input="model")
 
 
+def _check_work(batch: int, n: int, config: GlassConfig, max_elements: int, field: str) -> None:
+    """The largest activations of one forward pass, from shapes, before any work: the
+    attention scores (B, H, n, n) and the logits / SwiGLU hidden (B, n, max(V, F))."""
+    biggest = max(batch * config.n_heads * n * n * config.n_layers,
+                  batch * n * max(config.vocab, config.ffn_hidden))
+    if biggest > max_elements:
+        raise ApiError(413, "too_large", f"one forward pass would hold {biggest} elements "
+                       f"(attention B·H·n²·L, logits B·n·V); at most {max_elements} "
+                       "(GLASSLLM_MAX_RESULT_ELEMENTS)", input=field)
+
+
 class RunCounter:
     """Training runs streaming in this process, at most ``limit`` (GLASSLLM_MAX_TRAINING_RUNS)."""
 
@@ -159,6 +170,8 @@ async def start_training(request: Request) -> Response:
                        f"{limits.max_train_batch} (GLASSLLM_MAX_TRAIN_BATCH)", input="batch")
     config = _config(req.model, req.seed)
     _check_size(config, limits)
+    _check_work(req.batch, config.max_seq_len, config,
+                request.app.state.settings.max_result_elements, "batch")
     if req.corpus is None:
         corpus = default_corpus()
     else:
@@ -216,7 +229,7 @@ def _token_label(byte: int) -> str:
     return chr(byte) if 32 <= byte < 127 else f"\\x{byte:02x}"
 
 
-def _attention(req: AttentionRequest, limits: TrainSettings) -> bytes:
+def _attention(req: AttentionRequest, limits: TrainSettings, max_elements: int) -> bytes:
     if req.weights is not None:
         try:
             model = decode_weights(req.weights, max_parameters=limits.max_parameters)
@@ -233,6 +246,7 @@ def _attention(req: AttentionRequest, limits: TrainSettings) -> bytes:
     if not 2 <= len(ids) <= n_max:
         raise ApiError(422, "invalid_prompt", f"prompt: must be 2 to {n_max} bytes (the "
                        f"model's max_seq_len); got {len(ids)}", input="prompt")
+    _check_work(1, len(ids), model.config, max_elements, "prompt")
     with np.errstate(over="ignore", invalid="ignore", divide="ignore"):
         out = attention_maps(model, ids)
     if not (np.all(np.isfinite(out["probs"])) and np.all(np.isfinite(out["grads"]))):
@@ -264,7 +278,8 @@ async def model_attention(request: Request) -> Response:
                               send='{"prompt": "The cat", "seed": 0}')
     req: AttentionRequest = _validate(AttentionRequest, body)
     with request.app.state.slots:
-        out = await run_in_threadpool(_attention, req, limits)
+        out = await run_in_threadpool(_attention, req, limits,
+                                      request.app.state.settings.max_result_elements)
     return Response(out, media_type="application/json")
 
 
