@@ -11,6 +11,7 @@ from service import errors, schemas
 from service.limits import ComputeSlots
 from service.routes import allow_head, health, ops, pages
 from service.routes import eval as eval_routes
+from service.routes import train as train_routes
 from service.settings import Settings
 
 DESCRIPTION = """Runs glassllm's ops forward and backward and returns values and gradients.
@@ -33,6 +34,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     errors.install(app)
     for router in (health.router, ops.router, eval_routes.router):
         app.include_router(allow_head(router))       # HEAD wherever GET (the page: pages.py)
+    train_routes.install(app)                        # /api/v1/train, /api/v1/model/attention
     pages.install(app, settings.static_dir)
 
     def openapi() -> dict:
