@@ -8,7 +8,7 @@ from glassllm.registry import OPS
 from glassllm.runtime import tune_malloc
 from service import errors, numpy_warnings, schemas
 from service.limits import ComputeSlots
-from service.routes import allow_head, health, ops, pages
+from service.routes import allow_head, contract, health, ops, pages
 from service.routes import eval as eval_routes
 from service.settings import Settings
 
@@ -33,6 +33,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     for router in (health.router, ops.router, eval_routes.router):
         app.include_router(allow_head(router))       # HEAD wherever GET (the page: pages.py)
     pages.install(app, settings.static_dir)
+    app.include_router(allow_head(contract.router))  # the contract, docs/*.md (H7)
 
     def openapi() -> dict:
         if app.openapi_schema is None:

@@ -1,0 +1,139 @@
+"""The contract (``docs/*.md``) as HTML at ``/docs/contract/`` (H7): readable offline.
+
+``/docs`` stays FastAPI's Swagger UI; the contract lives beside it. Each page is rendered
+once, with markdown-it-py (CommonMark plus tables), and kept in memory.
+
+Anchors are stable, so the code, the tests and the page can link to a clause:
+
+- a heading that starts with a clause id gets that id (``## L3 Embedding …`` -> ``#L3``);
+- a list item that starts with a bold clause id gets it (``- **L3.5** …`` -> ``#L3.5``);
+- any other heading gets its text as a slug (``### softmax`` -> ``#softmax``).
+
+``<!-- inputs: NAME -->`` in ``library.md`` becomes the table of op NAME's inputs, read
+from the registry, so the docs never restate by hand what the code already knows. Links
+between the Markdown files (``http.md#H5``) become links between the served pages.
+"""
+
+from __future__ import annotations
+
+import functools
+import html
+import re
+from pathlib import Path
+
+from fastapi import APIRouter, HTTPException
+from markdown_it import MarkdownIt
+from markdown_it.token import Token
+from starlette.responses import HTMLResponse, RedirectResponse
+
+from glassllm import registry
+
+HERE = Path(__file__).resolve().parent.parent
+PAGES = {"": "index", "library": "library", "http": "http", "page": "page"}
+CLAUSE = re.compile(r"^([LHP](?:0|[1-9][0-9]*)(?:\.[0-9]+)?)\b")
+INPUTS = re.compile(r"^<!-- inputs: ([a-z_]+) -->$", re.MULTILINE)
+MD_LINK = re.compile(r"^(index|library|http|page)\.md(#.*)?$")
+
+router = APIRouter(prefix="/docs/contract", include_in_schema=False)
+
+
+def docs_dir() -> Path:
+    """The docs shipped in the wheel (service/docs), else the repository's (docs/)."""
+    for candidate in (HERE / "docs", HERE.parent / "docs"):
+        if (candidate / "index.md").is_file():
+            return candidate
+    raise RuntimeError("docs/index.md not found")
+
+
+def inputs_table(name: str) -> str:
+    """The Markdown table of one registry op's inputs."""
+    op = registry.OPS[name]
+    rows = ["| input | kind | shape | gradient | default | meaning |", "|---|---|---|---|---|---|"]
+    for i in op.inputs:
+        default = "required" if i.required else f"`{i.default!r}`"
+        grad = "yes" if i.differentiable else "no"
+        doc = i.doc.replace("|", r"\|")
+        rows.append(f"| `{i.name}` | {i.kind} | {i.shape or ''} | {grad} | {default} | {doc} |")
+    returns = "an `np.ndarray`, no gradients" if op.output == "ndarray" else "a `Tensor`"
+    return (f"\n*Inputs* (`{op.module}.{op.name}`, returns {returns}; source:"
+            f" {op.clause}):\n\n" + "\n".join(rows) + "\n")
+
+
+def _slug(text: str) -> str:
+    return re.sub(r"[^a-z0-9_]+", "-", text.lower()).strip("-")
+
+
+def _anchor(tokens: list[Token]) -> None:
+    """Give headings and clause list items their ids (see the module docstring)."""
+    for k, tok in enumerate(tokens):
+        if tok.type == "heading_open":
+            text = tokens[k + 1].content
+            match = CLAUSE.match(text)
+            tok.attrSet("id", match.group(1) if match else _slug(text))
+        elif tok.type == "list_item_open" and k + 2 < len(tokens):
+            inline = tokens[k + 2]
+            kids = [c for c in inline.children or [] if c.type != "text" or c.content]
+            if (inline.type == "inline" and len(kids) >= 2 and kids[0].type == "strong_open"
+                    and (match := CLAUSE.match(kids[1].content))
+                    and match.group(1) == kids[1].content):
+                tok.attrSet("id", match.group(1))
+        elif tok.type == "inline":
+            for child in tok.children or []:
+                href = child.attrGet("href") if child.type == "link_open" else None
+                if href and (m := MD_LINK.match(str(href))):
+                    page = "./" if m.group(1) == "index" else m.group(1)
+                    child.attrSet("href", page + (m.group(2) or ""))
+
+
+STYLE = """
+body { font: 16px/1.5 system-ui, sans-serif; color: #1b1f24; max-width: 60rem;
+       margin: 0 auto; padding: 1rem 1.5rem 4rem; }
+nav { border-bottom: 1px solid #d0d7de; padding-bottom: .5rem; margin-bottom: 1rem; }
+nav a { margin-right: 1rem; }
+a { color: #0b5cad; }
+code, pre { font: 0.9em ui-monospace, monospace; background: #f3f5f7; }
+pre { padding: .6rem .8rem; overflow-x: auto; }
+table { border-collapse: collapse; margin: .5rem 0 1rem; }
+th, td { border: 1px solid #d0d7de; padding: .25rem .5rem; text-align: left;
+         vertical-align: top; }
+li[id]:target, h2:target, h3:target { background: #fff3c4; }
+h3 { margin-top: 2rem; border-top: 1px solid #eaeef2; padding-top: 1rem; }
+"""
+
+
+@functools.cache
+def render(name: str) -> str:
+    """One docs page as a whole HTML document."""
+    text = (docs_dir() / f"{name}.md").read_text(encoding="utf-8")
+    text = INPUTS.sub(lambda m: inputs_table(m.group(1)), text)
+    md = MarkdownIt("commonmark", {"html": True}).enable("table")
+    tokens = md.parse(text)
+    _anchor(tokens)
+    body = md.renderer.render(tokens, md.options, {})
+    title = text.splitlines()[0].lstrip("# ").strip()
+    nav = " ".join(f'<a href="{href}">{label}</a>' for href, label in (
+        ("./", "Contract"), ("library", "Library (L)"), ("http", "HTTP (H)"),
+        ("page", "Page (P)"), ("/", "Playground"), ("/docs", "API (Swagger UI)")))
+    return (f'<!doctype html>\n<html lang="en"><head><meta charset="utf-8">'
+            f'<meta name="viewport" content="width=device-width, initial-scale=1">'
+            f"<title>{html.escape(title)} — glassllm</title><style>{STYLE}</style></head>"
+            f"<body><nav>{nav}</nav><main>{body}</main></body></html>\n")
+
+
+@router.get("", response_class=RedirectResponse)
+def contract_root() -> RedirectResponse:
+    return RedirectResponse("/docs/contract/")
+
+
+@router.get("/", response_class=HTMLResponse)
+def contract_index() -> HTMLResponse:
+    return HTMLResponse(render("index"))
+
+
+@router.get("/{page}", response_class=HTMLResponse)
+def contract_page(page: str) -> HTMLResponse:
+    name = PAGES.get(page)
+    if name is None:
+        raise HTTPException(404, f"no contract page {page[:40]!r}; the pages are"
+                            " library, http, page")
+    return HTMLResponse(render(name))
