@@ -89,7 +89,9 @@ class Input:
         return self.default is REQUIRED
 
     def describe(self) -> dict:
+        # "array": the value is a nested list (the page edits it as one; P1)
         return {"name": self.name, "kind": self.kind, "dtype": self.dtype,
+                "array": self.kind in ARRAY_KINDS,
                 "differentiable": self.differentiable, "required": self.required,
                 "default": None if self.required else self.default,
                 "shape": self.shape, "doc": self.doc}
@@ -134,6 +136,9 @@ class Plan:
         return math.prod(self.shape)
 
 
+PROBABILITY_OUTPUTS = frozenset({"softmax", "softmax_np", "sigmoid"})  # outputs in [0, 1]
+
+
 @dataclass(frozen=True)
 class Op:
     name: str
@@ -157,8 +162,10 @@ class Op:
         raise KeyError(name)
 
     def describe(self) -> dict:
+        # "role": how to read the output; "probability" (in [0, 1]) gets a [0, 1] colour scale (P3)
+        role = "probability" if self.name in PROBABILITY_OUTPUTS else "value"
         return {"name": self.name, "summary": self.summary, "clause": self.clause,
-                "module": self.module, "output": self.output,
+                "module": self.module, "output": self.output, "role": role,
                 "inputs": [i.describe() for i in self.inputs],
                 "examples": [e.describe() for e in self.examples]}
 
