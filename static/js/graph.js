@@ -13,7 +13,7 @@ function svgEl(tag, attrs = {}) {
 
 /** A node's first line: the variable's or constant's name, else the op. */
 export function nodeLabel(n) {
-  return n.name ?? n.label ?? (n.op === "const" || n.op === "constant" ? String(n.value) : n.op);
+  return n.name ?? (n.op === "constant" ? String(n.value) : n.op);
 }
 
 export function shapeLabel(shape) {

@@ -39,18 +39,15 @@ export function pyIndex(v) {
   return item(v);
 }
 
+/** A constant input as a Python argument, from what the registry says of it (array, dtype). */
 function pyArg(spec, v) {
-  switch (spec.kind) {
-    case "tensor": return null;                                   // a named Tensor variable
-    case "array": case "table": return pyFloatArray(v);
-    case "int_array": return `np.array(${pyLiteral(v)})`;
-    case "bool_mask": return `np.array(${pyLiteral(v)}, dtype=bool)`;
-    case "number": return pyNumber(v);
-    case "axis": case "axes": case "shape":
-      return Array.isArray(v) ? `(${v.join(", ")}${v.length === 1 ? "," : ""})` : pyNumber(v);
-    case "index": return `(${pyIndex(v)})`;
-    default: return pyLiteral(v);
+  if (spec.kind === "index") return `(${pyIndex(v)})`;
+  if (spec.array) {
+    if (spec.dtype === "bool") return `np.array(${pyLiteral(v)}, dtype=bool)`;
+    return spec.dtype === "int64" ? `np.array(${pyLiteral(v)})` : pyFloatArray(v);
   }
+  if (Array.isArray(v)) return `(${v.join(", ")}${v.length === 1 ? "," : ""})`;   // axis, axes, shape
+  return pyNumber(v);
 }
 
 function backward(gradOutput) {
@@ -72,7 +69,7 @@ export function opPython(op, inputs, requiresGrad, gradOutput) {
   for (const spec of op.inputs) {
     const have = spec.name in inputs;
     const v = have ? inputs[spec.name] : spec.default;
-    if (spec.kind === "tensor") {
+    if (spec.differentiable) {                                    // a tensor
       const rg = requiresGrad.includes(spec.name) ? ", requires_grad=True" : "";
       lines.push(`${spec.name} = Tensor(${pyFloatArray(v)}${rg})`);
       args.push(spec.name);
