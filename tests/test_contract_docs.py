@@ -183,3 +183,19 @@ def test_the_docs_ship_in_the_wheel_configuration():
     pyproject = (ROOT / "pyproject.toml").read_text(encoding="utf-8")
     assert '"docs" = "service/docs"' in pyproject
     assert contract.docs_dir().joinpath("library.md").is_file()
+
+
+def test_clause_ids_in_the_prose_link_to_anchors_that_exist(client, anchors):
+    """(L1.2) in the text is a link; every link to a clause, on every page, resolves."""
+    checked = 0
+    for page in ("", *PAGES):
+        text = client.get(f"/docs/contract/{page}").text
+        for target, anchor in re.findall(r'href="(library|http|page|\./)?#([^"]+)"', text):
+            served = target if target and target != "./" else page
+            assert anchor in anchors[served], f"/docs/contract/{page}: #{anchor} not on {served}"
+            checked += 1
+    assert checked > 100
+    library = client.get("/docs/contract/library").text
+    assert '<a href="#L1.2" class="clause">L1.2</a>' in library           # same page
+    http_page = client.get("/docs/contract/http").text
+    assert '<a href="library#L0.4" class="clause">L0.4</a>' in http_page  # another page

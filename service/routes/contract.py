@@ -7,7 +7,8 @@ Anchors are stable, so the code, the tests and the page can link to a clause:
 
 - a heading that starts with a clause id gets that id (``## L3 Embedding …`` -> ``#L3``);
 - a list item that starts with a bold clause id gets it (``- **L3.5** …`` -> ``#L3.5``);
-- any other heading gets its text as a slug (``### softmax`` -> ``#softmax``).
+- any other heading gets its text as a slug (``### softmax`` -> ``#softmax``);
+- every other clause id in the prose links to its anchor (``(L1.2)`` -> ``library#L1.2``).
 
 ``<!-- inputs: NAME -->`` in ``library.md`` becomes the table of op NAME's inputs, read
 from the registry, so the docs never restate by hand what the code already knows. Links
@@ -59,12 +60,42 @@ def inputs_table(name: str) -> str:
             f" {op.clause}):\n\n" + "\n".join(rows) + "\n")
 
 
+CLAUSE_IN_TEXT = re.compile(r"\b([LHP](?:0|[1-9][0-9]*)(?:\.[0-9]+)?)\b")
+PART_PAGE = {"L": "library", "H": "http", "P": "page"}
+
+
+def _text(content: str) -> Token:
+    return Token("text", "", 0, content=content)
+
+
+def _link_clauses(inline: Token, page: str) -> None:
+    """Each clause id in the prose (not in code, not already in a link) links to its anchor."""
+    out: list[Token] = []
+    depth = 0
+    for child in inline.children or []:
+        depth += {"link_open": 1, "link_close": -1}.get(child.type, 0)
+        if child.type != "text" or depth or not CLAUSE_IN_TEXT.search(child.content):
+            out.append(child)
+            continue
+        at = 0
+        for m in CLAUSE_IN_TEXT.finditer(child.content):
+            out.append(_text(child.content[at:m.start()]))
+            target = PART_PAGE[m.group(1)[0]]
+            href = ("" if target == page else target) + f"#{m.group(1)}"
+            out += [Token("link_open", "a", 1, attrs={"href": href, "class": "clause"}),
+                    _text(m.group(1)), Token("link_close", "a", -1)]
+            at = m.end()
+        out.append(_text(child.content[at:]))
+    inline.children = out
+
+
 def _slug(text: str) -> str:
     return re.sub(r"[^a-z0-9_]+", "-", text.lower()).strip("-")
 
 
-def _anchor(tokens: list[Token]) -> None:
-    """Give headings and clause list items their ids (see the module docstring)."""
+def _anchor(tokens: list[Token], page: str) -> None:
+    """Give headings and clause list items their ids (see the module docstring), and link
+    the clause ids of the prose."""
     for k, tok in enumerate(tokens):
         if tok.type == "heading_open":
             text = tokens[k + 1].content
@@ -81,8 +112,10 @@ def _anchor(tokens: list[Token]) -> None:
             for child in tok.children or []:
                 href = child.attrGet("href") if child.type == "link_open" else None
                 if href and (m := MD_LINK.match(str(href))):
-                    page = "./" if m.group(1) == "index" else m.group(1)
-                    child.attrSet("href", page + (m.group(2) or ""))
+                    served = "./" if m.group(1) == "index" else m.group(1)
+                    child.attrSet("href", served + (m.group(2) or ""))
+            if k == 0 or tokens[k - 1].type != "heading_open":
+                _link_clauses(tok, page)
 
 
 STYLE = """
@@ -108,7 +141,7 @@ def render(name: str) -> str:
     text = INPUTS.sub(lambda m: inputs_table(m.group(1)), text)
     md = MarkdownIt("commonmark", {"html": True}).enable("table")
     tokens = md.parse(text)
-    _anchor(tokens)
+    _anchor(tokens, name)
     body = md.renderer.render(tokens, md.options, {})
     title = text.splitlines()[0].lstrip("# ").strip()
     nav = " ".join(f'<a href="{href}">{label}</a>' for href, label in (
