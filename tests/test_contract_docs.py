@@ -199,3 +199,14 @@ def test_clause_ids_in_the_prose_link_to_anchors_that_exist(client, anchors):
     assert '<a href="#L1.2" class="clause">L1.2</a>' in library           # same page
     http_page = client.get("/docs/contract/http").text
     assert '<a href="library#L0.4" class="clause">L0.4</a>' in http_page  # another page
+
+
+def test_the_settings_table_is_read_from_the_settings():
+    """Every setting, with its default as the code writes it: no hand-copied default."""
+    from service.settings import ENV_PREFIX, Settings
+
+    text = TestClient(create_app()).get("/docs/contract/http").text
+    for name in Settings.model_fields:
+        assert f"<code>{ENV_PREFIX}{name.upper()}</code>" in text, name
+    assert "<td><code>2 * (os.cpu_count() or 1)</code></td>" in text
+    assert "<!-- settings -->" not in text

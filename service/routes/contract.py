@@ -11,12 +11,15 @@ Anchors are stable, so the code, the tests and the page can link to a clause:
 - every other clause id in the prose links to its anchor (``(L1.2)`` -> ``library#L1.2``).
 
 ``<!-- inputs: NAME -->`` in ``library.md`` becomes the table of op NAME's inputs, read
-from the registry, so the docs never restate by hand what the code already knows. Links
+from the registry, and ``<!-- settings -->`` in ``http.md`` the table of the service's
+settings, read from service/settings.py: the docs never restate by hand what the code
+already knows (a default written twice drifts). Links
 between the Markdown files (``http.md#H5``) become links between the served pages.
 """
 
 from __future__ import annotations
 
+import ast
 import functools
 import html
 import re
@@ -28,6 +31,7 @@ from markdown_it.token import Token
 from starlette.responses import HTMLResponse, RedirectResponse
 
 from glassllm import registry
+from service.settings import ENV_PREFIX
 
 HERE = Path(__file__).resolve().parent.parent
 PAGES = {"": "index", "library": "library", "http": "http", "page": "page"}
@@ -89,6 +93,24 @@ def _link_clauses(inline: Token, page: str) -> None:
     inline.children = out
 
 
+def settings_table() -> str:
+    """The Markdown table of the service's settings, read from service/settings.py: each
+    field's variable, its default as written in the code, and its docstring."""
+    source = (HERE / "settings.py").read_text(encoding="utf-8")
+    cls = next(n for n in ast.parse(source).body
+               if isinstance(n, ast.ClassDef) and n.name == "Settings")
+    rows = ["| variable | default | what it limits |", "|---|---|---|"]
+    for field, after in zip(cls.body, [*cls.body[1:], None], strict=True):
+        if not (isinstance(field, ast.AnnAssign) and isinstance(field.target, ast.Name)):
+            continue
+        doc = after.value.value if (isinstance(after, ast.Expr) and isinstance(
+            after.value, ast.Constant) and isinstance(after.value.value, str)) else ""
+        default = ast.get_source_segment(source, field.value) if field.value else ""
+        words = " ".join(doc.split()).replace("|", r"\|")
+        rows.append(f"| `{ENV_PREFIX}{field.target.id.upper()}` | `{default}` | {words} |")
+    return "\n".join(rows) + "\n"
+
+
 def _slug(text: str) -> str:
     return re.sub(r"[^a-z0-9_]+", "-", text.lower()).strip("-")
 
@@ -139,6 +161,7 @@ def render(name: str) -> str:
     """One docs page as a whole HTML document."""
     text = (docs_dir() / f"{name}.md").read_text(encoding="utf-8")
     text = INPUTS.sub(lambda m: inputs_table(m.group(1)), text)
+    text = text.replace("<!-- settings -->", settings_table())
     md = MarkdownIt("commonmark", {"html": True}).enable("table")
     tokens = md.parse(text)
     _anchor(tokens, name)
