@@ -102,8 +102,9 @@ def test_every_registry_op_has_its_section_with_its_inputs(client):
         assert "Backward" in section or op.output == "ndarray", name
         for i in op.inputs:
             assert f"<td><code>{i.name}</code></td>\n<td>{i.kind}</td>" in section, (name, i.name)
-    # and no section for an op the registry lacks
-    sections = set(re.findall(r'<h3 id="([a-z_]+)">', text))
+    # and no op section for an op the registry lacks (the modules come after the ops)
+    ops_part = text[:text.index('id="beyond-the-ops')]
+    sections = set(re.findall(r'<h3 id="([a-z_]+)">', ops_part))
     assert sections == set(registry.OPS)
 
 
