@@ -57,5 +57,5 @@ function loadExample(ex) {
   $("#grad-output").value = ex.request.grad_output == null ? "" : formatValue(ex.request.grad_output);
   setMode("expr");
   $("#expr-text").value = ex.request.expression;
-  showVariables(ex.request.variables ?? {});
+  showVariables(ex.request.variables);
 }

@@ -64,7 +64,7 @@ const FOOTER = (out, names) => [
 /** One op with its inputs, as a script using glassllm.autograd (or glassllm.layers). */
 export function opPython(op, inputs, requiresGrad, gradOutput) {
   const lines = ["import numpy as np", "", "from glassllm import Tensor",
-    `from ${op.module || "glassllm.autograd"} import ${op.name}`, ""];
+    `from ${op.module} import ${op.name}`, ""];
   const args = [];
   for (const spec of op.inputs) {
     const have = spec.name in inputs;
@@ -92,7 +92,7 @@ export function opPython(op, inputs, requiresGrad, gradOutput) {
 export function exprPython(expression, variables, ops, gradOutput, { kinds = {}, wantGrad = [] } = {}) {
   const used = ops.filter((op) => new RegExp(`\\b${op.name}\\s*\\(`).test(expression));
   const byModule = {};
-  for (const op of used) (byModule[op.module || "glassllm.autograd"] ??= []).push(op.name);
+  for (const op of used) (byModule[op.module] ??= []).push(op.name);
   const lines = ["import numpy as np", "", "from glassllm import Tensor"];
   for (const [mod, names] of Object.entries(byModule)) lines.push(`from ${mod} import ${names.sort().join(", ")}`);
   lines.push("", "inf, nan = np.inf, np.nan", "");
