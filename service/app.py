@@ -9,7 +9,7 @@ from glassllm.registry import OPS
 from glassllm.runtime import tune_malloc
 from service import errors, schemas
 from service.limits import ComputeSlots
-from service.routes import allow_head, health, ops, pages
+from service.routes import allow_head, contract, health, ops, pages
 from service.routes import eval as eval_routes
 from service.routes import train as train_routes
 from service.settings import Settings
@@ -36,6 +36,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         app.include_router(allow_head(router))       # HEAD wherever GET (the page: pages.py)
     train_routes.install(app)                        # /api/v1/train, /api/v1/model/attention
     pages.install(app, settings.static_dir)
+    app.include_router(allow_head(contract.router))  # the contract, docs/*.md (H7)
 
     def openapi() -> dict:
         if app.openapi_schema is None:
