@@ -18,3 +18,11 @@ export async function postJSON(url, body) {
     body: toJSON(body) });
   return { ok: res.ok, status: res.status, data: await res.json() };
 }
+
+/** POST body as JSON and answer with the raw Response, for a Server-Sent-Events stream
+ *  read with fetch (EventSource cannot POST); `signal` aborts it, closing the stream. */
+export async function postStream(url, body, signal) {
+  return fetch(url, { method: "POST", signal,
+    headers: { "Content-Type": "application/json", Accept: "text/event-stream" },
+    body: JSON.stringify(body) });
+}

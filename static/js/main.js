@@ -9,6 +9,7 @@ import { run } from "./run.js";
 import { copyCurl, copyLink, copyPython, restoreFromLink } from "./share.js";
 import { showStep } from "./stepper.js";
 import { $, setStatus, state } from "./state.js";
+import "./train.js"; // the Train view (issue 15) wires itself
 
 function wire() {
   $("#run").addEventListener("click", run);
