@@ -92,7 +92,22 @@ def _int_array(ids: Any, op: str, name: str) -> np.ndarray:
     ids = np.asarray(ids)
     if ids.dtype == np.bool_ or not np.issubdtype(ids.dtype, np.integer):
         raise TypeError(f"{op}: {name} must be integers, got dtype {ids.dtype}")
-    return _frozen(ids)
+    return _frozen(_as_index(ids, op, name))
+
+
+def _as_index(ids: np.ndarray, op: str, name: str) -> np.ndarray:
+    """Integer ids in the platform index type `np.intp`, whatever integer dtype they came in.
+
+    NumPy 2 keeps small dtypes in arithmetic with Python ints: `uint8_ids % 256` raises
+    OverflowError, `int8_ids + 200` wraps. Indexing code does such arithmetic (negative
+    ids counted from the end), so ids are widened once, on entry (L3.3). A uint64 id
+    past the index type cannot index anything: IndexError naming it.
+    """
+    if ids.dtype == np.intp:
+        return ids
+    if not np.can_cast(ids.dtype, np.intp) and ids.size and ids.max() > np.iinfo(np.intp).max:
+        raise IndexError(f"{op}: {name} holds {ids.max()}, past the largest index")
+    return ids.astype(np.intp)
 
 
 def _constant(x: Any, op: str, name: str) -> np.ndarray:
@@ -620,7 +635,7 @@ def getitem(a: Any, index: Any) -> Tensor:
     if isinstance(index, list):  # NumPy reads a list index as an int array
         index = np.asarray(index)
     items = index if isinstance(index, tuple) else (index,)
-    items = tuple(_frozen(i) if isinstance(i, (np.ndarray, list)) else i for i in items)
+    items = tuple(_index_item(i) for i in items)
     index = items if isinstance(index, tuple) else items[0]  # arrays copied, read-only
     out = a.data[index]
     advanced = any(isinstance(i, np.ndarray) for i in items)
@@ -639,6 +654,16 @@ def getitem(a: Any, index: Any) -> Tensor:
         return (ga,)
 
     return Tensor._make(out, (a,), "getitem", backward)
+
+
+def _index_item(item: Any) -> Any:
+    """One item of a getitem index: arrays copied read-only, integer arrays as np.intp."""
+    if not isinstance(item, (np.ndarray, list)):
+        return item
+    arr = np.asarray(item)
+    if arr.dtype.kind in "iu":
+        arr = _as_index(arr, "getitem", "index")
+    return _frozen(arr)
 
 
 def where(condition: Any, a: Any, b: Any) -> Tensor:

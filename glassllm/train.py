@@ -14,6 +14,7 @@ from importlib import resources
 import numpy as np
 
 from glassllm import no_grad
+from glassllm.checks import check_int, check_real, id_array
 from glassllm.layers import GlassLM
 from glassllm.optim import AdamW, clip_grad_norm
 
@@ -31,7 +32,13 @@ def get_batch(
     """Random windows of ``data`` (token ids): inputs and the same windows shifted by one.
 
     Shapes: data (T,) → ids (B, n), targets (B, n), with targets[b, t] = ids[b, t+1].
+
+    Raises: TypeError if batch_size or seq_len is not an int (2.0 and True are not) or
+    data holds a non-integer id; ValueError if either is < 1 or data is too short.
     """
+    batch_size = check_int("batch_size", batch_size, minimum=1)
+    seq_len = check_int("seq_len", seq_len, minimum=1)
+    data = id_array(data, "data")
     if len(data) < seq_len + 1:
         raise ValueError(f"need at least seq_len + 1 = {seq_len + 1} tokens, got {len(data)}")
     starts = rng.integers(0, len(data) - seq_len, size=batch_size)  # (B,)
@@ -82,8 +89,16 @@ def train(
     (before that step's update), or if after the last step a weight, or the loss of the
     last batch recomputed with the final weights, is not finite: a nan/inf run stops
     instead of carrying on to (and the CLI saving) a useless model.
+
+    Counts (steps, batch_size, seq_len, seed) must be ints, not floats or bools, and
+    data integer ids in [0, V): TypeError/ValueError naming the input otherwise; lr and
+    weight_decay are checked by ``AdamW``.
     """
-    seq_len = seq_len or model.config.max_seq_len
+    steps = check_int("steps", steps, minimum=0)
+    seed = check_int("seed", seed, minimum=0)
+    max_grad_norm = check_real("max_grad_norm", max_grad_norm, 0.0, strict=True)
+    seq_len = model.config.max_seq_len if seq_len is None else seq_len
+    data = id_array(data, "data", model.config.vocab)  # (T,), checked once, not per batch
     rng = np.random.default_rng(seed)
     params = model.parameters()
     optimizer = AdamW(params, lr=lr, weight_decay=weight_decay)
