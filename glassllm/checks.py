@@ -23,8 +23,7 @@ def _is_int(value: Any) -> bool:
     return isinstance(value, _INTEGER) and not isinstance(value, (bool, np.bool_))
 
 
-def check_int(name: str, value: Any, minimum: int | None = None,
-              maximum: int | None = None) -> int:
+def check_int(name: str, value: Any, minimum: int | None = None, maximum: int | None = None) -> int:
     """``value`` as a Python int if it is an integer (not a bool, not a float such as
     2.0) in [minimum, maximum]; else TypeError/ValueError naming ``name`` and the rule.
 
@@ -41,17 +40,20 @@ def check_int(name: str, value: Any, minimum: int | None = None,
     if (minimum is not None and value < minimum) or (maximum is not None and value > maximum):
         low = "" if minimum is None else f">= {minimum}"
         high = "" if maximum is None else f"<= {maximum}"
-        raise ValueError(f"{name} must be an integer {' and '.join(filter(None, [low, high]))},"
-                         f" got {value}")
+        raise ValueError(
+            f"{name} must be an integer {' and '.join(filter(None, [low, high]))}, got {value}"
+        )
     return value
 
 
-def check_real(name: str, value: Any, minimum: float | None = None, *,
-               strict: bool = False) -> float:
+def check_real(
+    name: str, value: Any, minimum: float | None = None, *, strict: bool = False
+) -> float:
     """``value`` as a float if it is a finite real number (bools refused) ≥ minimum
     (> minimum when ``strict``); else TypeError/ValueError naming ``name``."""
-    if isinstance(value, (bool, np.bool_)) or not isinstance(value, (*_INTEGER, float,
-                                                                     np.floating)):
+    if isinstance(value, (bool, np.bool_)) or not isinstance(
+        value, (*_INTEGER, float, np.floating)
+    ):
         raise TypeError(f"{name} must be a real number, got {type(value).__name__} {value!r}")
     value = float(value)
     below = minimum is not None and (value <= minimum if strict else value < minimum)
@@ -87,8 +89,10 @@ def id_array(ids: Any, name: str = "ids", high: int | None = None) -> np.ndarray
         for i, value in enumerate(np.asarray(ids, dtype=object).reshape(-1)):
             if not _is_int(value):
                 shown = value.item() if isinstance(value, np.generic) else value
-                raise TypeError(f"{_position(name, i, arr.shape)} = {shown!r} is not an "
-                                f"integer id (got {type(shown).__name__})")
+                raise TypeError(
+                    f"{_position(name, i, arr.shape)} = {shown!r} is not an "
+                    f"integer id (got {type(shown).__name__})"
+                )
         try:  # all Python ints (or an empty list)
             arr = np.asarray(ids, dtype=np.int64)
         except OverflowError:
@@ -98,7 +102,6 @@ def id_array(ids: Any, name: str = "ids", high: int | None = None) -> np.ndarray
     if len(bad):
         i = int(bad[0])
         raise ValueError(
-            f"{_position(name, i, arr.shape)} = {arr.reshape(-1)[i]} is out of range "
-            f"[0, {limit})"
+            f"{_position(name, i, arr.shape)} = {arr.reshape(-1)[i]} is out of range [0, {limit})"
         )
     return arr.astype(np.intp)
