@@ -543,7 +543,9 @@ def max(a: Any, axis: Any = None, keepdims: bool = False) -> Tensor:
         a: g / k at each of the k positions equal to the max of its slice, 0 elsewhere
            (computed as hit * (g / k), so k = 0 in a NaN slice gives NaN, as PyTorch)
 
-    Raises: ValueError for an empty slice, AxisError for a bad axis (NumPy's).
+    Raises: ValueError naming the axis when a reduced axis has length 0 (no maximum
+    exists; PyTorch raises too, where tsum gives 0 and mean NaN); AxisError for a bad
+    axis (NumPy's).
 
     Example:
         >>> x = Tensor([1.0, 3.0, 3.0], requires_grad=True)
@@ -555,6 +557,14 @@ def max(a: Any, axis: Any = None, keepdims: bool = False) -> Tensor:
     """
     a = _t(a)
     a_data = a.data  # saved for backward
+    np.sum(a_data, axis=axis)  # NumPy checks the axes first (AxisError)
+    empty = [i for i in _axes(axis, a_data.ndim) if a_data.shape[i] == 0]
+    if empty:
+        raise ValueError(
+            f"max: axis {empty[0]} of a (shape {a_data.shape}) has length 0, and a maximum "
+            "over no elements has no value (PyTorch refuses it too); sum gives 0 and "
+            "mean NaN there"
+        )
     top = np.max(a_data, axis=axis, keepdims=True)  # saved for backward: the slice maxima
     out = top if keepdims else top.reshape(_reduced_shape(a_data.shape, axis))
 
@@ -794,6 +804,9 @@ def masked_fill(a: Any, mask: Any, value: Any) -> Tensor:
 # L4  Distributions and activations
 # ============================================================================
 def _softmax_data(x: np.ndarray, axis: int) -> np.ndarray:
+    if x.size == 0:  # a zero-length axis (or batch): an empty result, as PyTorch
+        np.sum(x, axis=axis)  # NumPy still checks the axis (AxisError)
+        return np.array(x, dtype=np.float64)
     e = x - np.max(x, axis=axis, keepdims=True)  # largest entry becomes 0
     np.exp(e, out=e)  # in place: one array instead of three
     e /= np.sum(e, axis=axis, keepdims=True)
@@ -801,6 +814,9 @@ def _softmax_data(x: np.ndarray, axis: int) -> np.ndarray:
 
 
 def _log_softmax_data(x: np.ndarray, axis: int) -> np.ndarray:
+    if x.size == 0:  # as _softmax_data: empty in, empty out
+        np.sum(x, axis=axis)
+        return np.array(x, dtype=np.float64)
     shifted = x - np.max(x, axis=axis, keepdims=True)  # largest entry becomes 0
     return shifted - np.log(np.sum(np.exp(shifted), axis=axis, keepdims=True))
 
@@ -809,7 +825,8 @@ def softmax(a: Any, axis: int = -1) -> Tensor:
     """Softmax along `axis`: out = exp(a - max) / sum(exp(a - max)).
 
     Subtracting the maximum keeps large finite logits from overflowing; a row
-    that is all -inf, or holds NaN / +inf, gives NaN (L4.1).
+    that is all -inf, or holds NaN / +inf, gives NaN (L4.1). Over a zero-length axis
+    the result is empty (same shape), as in PyTorch.
 
     Backward:
         a: out * (g - sum(g * out, axis, keepdims=True))

@@ -85,6 +85,11 @@ def id_array(ids: Any, name: str = "ids", high: int | None = None) -> np.ndarray
         TypeError: ids[1] = 105.5 is not an integer id (got float)
     """
     arr = np.asarray(ids)
+    mixed = not isinstance(ids, np.ndarray) and arr.dtype.kind in "iu" and arr.size
+    if mixed and any(
+        isinstance(v, (bool, np.bool_)) for v in np.ravel(np.array(ids, dtype=object))
+    ):
+        arr = np.asarray(ids, dtype=object)  # [104, True] is int64 to NumPy: find the bool
     if arr.dtype.kind not in "iu":  # floats, bools, objects: find the first non-integer
         for i, value in enumerate(np.asarray(ids, dtype=object).reshape(-1)):
             if not _is_int(value):
