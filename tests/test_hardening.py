@@ -10,9 +10,17 @@ import numpy as np
 import pytest
 
 from glassllm import Tensor
-from glassllm.autograd import cross_entropy, embedding, getitem, log_softmax, mean, softmax
+from glassllm.autograd import (
+    cross_entropy,
+    embedding,
+    getitem,
+    log_softmax,
+    mean,
+    softmax,
+    softmax_np,
+    tsum,
+)
 from glassllm.autograd import max as tmax
-from glassllm.autograd import softmax_np, tsum
 from glassllm.checks import check_int, id_array
 from glassllm.cli import main, printable
 from glassllm.layers import GlassConfig, GlassLM, rope_angles
@@ -97,7 +105,7 @@ def _ids(dtype, shape=(3, 4), high=256, seed=0):
 def test_embedding_and_getitem_accept_every_integer_dtype(dtype):
     weight = Tensor(np.random.default_rng(1).normal(size=(256, 3)), requires_grad=True)
     ids = _ids(dtype)
-    g = np.random.default_rng(2).normal(size=ids.shape + (3,))
+    g = np.random.default_rng(2).normal(size=(*ids.shape, 3))
     expected = np.zeros((256, 3))
     np.add.at(expected, ids.astype(np.int64), g)
     for op in (embedding, getitem):
@@ -184,7 +192,7 @@ def test_one_element_truth_is_its_value(data, truth):
 @pytest.mark.parametrize("data", [[0.0, 0.0], [[1.0], [1.0]], np.zeros((0,)), np.zeros((2, 0))])
 def test_truth_of_other_sizes_is_ambiguous(data):
     t = Tensor(data)
-    with pytest.raises(ValueError, match="truth value of a Tensor with .* is ambiguous"):
+    with pytest.raises(ValueError, match=r"truth value of a Tensor with .* is ambiguous"):
         bool(t)
     with pytest.raises(ValueError, match="ambiguous"):
         if t:
@@ -299,7 +307,7 @@ def test_decode_refuses_ids_that_are_not_bytes(ids, error, message):
         ByteTokenizer().decode(ids)
 
 
-@pytest.mark.parametrize("dtype", SMALL_IDS + [np.int64], ids=lambda d: np.dtype(d).name)
+@pytest.mark.parametrize("dtype", [*SMALL_IDS, np.int64], ids=lambda d: np.dtype(d).name)
 def test_decode_accepts_every_integer_dtype(dtype):
     assert ByteTokenizer().decode(np.array([104, 105], dtype=dtype)) == "hi"
 
@@ -367,7 +375,7 @@ def test_head_counts_must_be_ints():
     x = Tensor(np.zeros((1, 2, 4)))
     w = [Tensor(np.zeros(s)) for s in [(4, 4), (4, 2), (4, 2), (4, 4)]]
     cos, sin = rope_angles(2, 2)
-    with pytest.raises(TypeError, match="n_heads must be an integer, got float 2.0"):
+    with pytest.raises(TypeError, match=r"n_heads must be an integer, got float 2\.0"):
         attention(x, *w, 2.0, 1, cos, sin)
     with pytest.raises(TypeError, match="n_kv_heads must be an integer, got bool True"):
         attention(x, *w, 2, True, cos, sin)
