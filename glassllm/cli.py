@@ -306,7 +306,8 @@ def _train(args: argparse.Namespace) -> int:
         return 1
     model.save_checkpoint(out)
     print(
-        f"trained {args.steps} steps on {len(data):,} bytes in {result.seconds:.1f}s: "
+        f"trained {model.num_parameters():,} parameters for {args.steps} steps on "
+        f"{len(data):,} bytes in {result.seconds:.1f}s: "
         f"loss {result.losses[0]:.3f} → {result.losses[-1]:.3f}; "
         f"saved {out} and {out.with_suffix('.json')}"
     )

@@ -256,6 +256,29 @@ def checkpoint(tmp_path_factory):
     return path
 
 
+def test_train_prints_the_parameter_count(checkpoint, capsys):
+    tiny = [
+        "--d-model",
+        "16",
+        "--n-layers",
+        "1",
+        "--n-heads",
+        "2",
+        "--n-kv-heads",
+        "1",
+        "--ffn-hidden",
+        "16",
+        "--max-seq-len",
+        "16",
+        "--batch-size",
+        "2",
+    ]
+    out = checkpoint.with_name("count.npz")
+    assert main(["train", "--steps", "1", "--out", str(out), *tiny]) == 0
+    # 256·16 (embedding) + 16·256 (head) + 16 (final norm) + 1568 (one block)
+    assert capsys.readouterr().out.startswith("trained 9,776 parameters for 1 steps on ")
+
+
 @pytest.mark.parametrize(
     ("encoding", "expected"),
     [
