@@ -1110,6 +1110,7 @@ def repeat_kv(x: Any, repeats: int) -> Tensor:
     x = _t(x)
     if isinstance(repeats, (bool, np.bool_)) or not isinstance(repeats, (int, np.integer)):
         raise TypeError(f"repeat_kv: repeats must be a positive int, got {repeats!r}")
+    repeats = int(repeats)  # a NumPy uint8 would keep its dtype in later arithmetic
     if repeats < 1:
         raise ValueError(f"repeat_kv: repeats must be a positive int, got {repeats}")
     if x.data.ndim != 4:

@@ -418,12 +418,15 @@ def main(argv: list[str] | None = None) -> int:
     """Run the CLI. Bad input exits 2 (argparse's SystemExit); failures while running, 1."""
     stdout = sys.stdout
     errors = getattr(stdout, "errors", None)
-    if isinstance(stdout, io.TextIOWrapper) and errors == "strict":
-        stdout.reconfigure(errors="replace")  # unencodable characters become "?", no crash
+    # "strict", and "surrogateescape" (a C/POSIX locale), fail on a character the encoding
+    # lacks; "replace" writes "?" instead. Restored afterwards: main() may be a library call.
+    fragile = isinstance(stdout, io.TextIOWrapper) and errors in ("strict", "surrogateescape")
+    if fragile:
+        stdout.reconfigure(errors="replace")
     try:
         return _main(argv)
     finally:
-        if isinstance(stdout, io.TextIOWrapper) and errors == "strict":
+        if fragile:
             stdout.reconfigure(errors=errors)
 
 
