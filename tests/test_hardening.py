@@ -56,6 +56,17 @@ def test_tied_parameters_are_listed_once_under_the_first_name():
     )  # 2·4096 + 2·1568 + 16
 
 
+def test_head_tied_to_the_embedding_module_is_listed_once():
+    model = GlassLM(SMALL)
+    model.head = model.tok_emb  # the GPT-2 idiom with glassllm's attribute names
+    names = [n for n, _ in model.named_parameters()]
+    assert names[0] == "tok_emb.weight" and not any(n.startswith("head.") for n in names)
+    assert model.num_parameters() == GlassLM(SMALL).num_parameters() - 16 * 256
+    assert list(model.state_dict()) == names
+    opt = AdamW(model.parameters())
+    assert len(opt.params) == len(names)
+
+
 def test_tied_model_trains_a_tied_weight_once_per_step():
     model = _tied_model()
     ids = np.array([[1, 2, 3, 4]])
