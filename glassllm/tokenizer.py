@@ -27,7 +27,10 @@ class ByteTokenizer:
     vocab_size = 256
 
     def encode(self, text: str) -> np.ndarray:
-        """str → int64 ids (n,), one per UTF-8 byte."""
+        """str → int64 ids (n,), one per UTF-8 byte. TypeError if ``text`` is not a str
+        (bytes are not decoded by guess)."""
+        if not isinstance(text, str):
+            raise TypeError(f"text must be a str, got {type(text).__name__}")
         return np.frombuffer(text.encode("utf-8"), dtype=np.uint8).astype(np.int64)
 
     def decode(self, ids, errors: str = "replace") -> str:

@@ -341,6 +341,11 @@ def test_decode_refuses_ids_that_are_not_bytes(ids, error, message):
         ByteTokenizer().decode(ids)
 
 
+def test_encode_takes_text_only():
+    with pytest.raises(TypeError, match="text must be a str, got bytes"):
+        ByteTokenizer().encode(b"hi")
+
+
 @pytest.mark.parametrize("dtype", [*SMALL_IDS, np.int64], ids=lambda d: np.dtype(d).name)
 def test_decode_accepts_every_integer_dtype(dtype):
     assert ByteTokenizer().decode(np.array([104, 105], dtype=dtype)) == "hi"
