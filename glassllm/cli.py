@@ -306,7 +306,7 @@ def _train(args: argparse.Namespace) -> int:
         return 1
     model.save_checkpoint(out)
     print(
-        f"trained {model.num_parameters():,} parameters for {args.steps} steps on "
+        f"trained {args.steps} steps ({model.num_parameters():,} parameters) on "
         f"{len(data):,} bytes in {result.seconds:.1f}s: "
         f"loss {result.losses[0]:.3f} → {result.losses[-1]:.3f}; "
         f"saved {out} and {out.with_suffix('.json')}"

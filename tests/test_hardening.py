@@ -287,7 +287,7 @@ def test_train_prints_the_parameter_count(checkpoint, capsys):
     out = checkpoint.with_name("count.npz")
     assert main(["train", "--steps", "1", "--out", str(out), *tiny]) == 0
     # 256·16 (embedding) + 16·256 (head) + 16 (final norm) + 1568 (one block)
-    assert capsys.readouterr().out.startswith("trained 9,776 parameters for 1 steps on ")
+    assert capsys.readouterr().out.startswith("trained 1 steps (9,776 parameters) on ")
 
 
 @pytest.mark.parametrize(
