@@ -24,14 +24,23 @@ def _int_in(low: int, high: int | None, rule: str):
     return parse
 
 
+def _workers(text: str) -> int:
+    """``--workers``: a positive integer, or ``auto`` = `service.cpus.available_cpus()`."""
+    if text == "auto":
+        from service.cpus import available_cpus
+        return available_cpus()
+    return _int_in(1, None, "a positive integer")(text)
+
+
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(prog="glassllm-sandbox", description=__doc__)
     parser.add_argument("--host", default="127.0.0.1")
     # a port past 65535 is not an error to the OS: it binds port % 65536 (70000 → 4464)
     parser.add_argument("--port", type=_int_in(1, 65535, "a TCP port from 1 to 65535"),
                         default=8000, help="1 to 65535 (default 8000)")
-    parser.add_argument("--workers", type=_int_in(1, None, "a positive integer"), default=1,
-                        help="worker processes, ≥ 1 (default 1)")
+    parser.add_argument("--workers", type=_workers, default=1,
+                        help="worker processes, ≥ 1, or 'auto': one per CPU this container"
+                             " may use, its cgroup quota included (default 1)")
     parser.add_argument("--log-level", default="info", choices=LOG_LEVELS,
                         help="uvicorn's log level (default info)")
     args = parser.parse_args(argv)
