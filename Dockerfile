@@ -33,6 +33,9 @@ RUN --mount=type=secret,id=pip_ca sh docker/install.sh app \
 
 # --- the image: the base, the venv, a non-root user; no compiler, no pip -----------------
 FROM ${BASE}
+ARG BASE
+LABEL org.opencontainers.image.title="glassllm sandbox" \
+      org.opencontainers.image.base.name="${BASE}"
 ENV PATH=/opt/venv/bin:$PATH \
     PYTHONDONTWRITEBYTECODE=1 \
     PYTHONUNBUFFERED=1
@@ -45,7 +48,7 @@ EXPOSE 8000
 # Every GLASSLLM_* setting (service/settings.py, docs/deploy.md) is read from the
 # environment as it is: `docker run -e GLASSLLM_MAX_BODY_BYTES=...`. None is set here.
 # Runs locked down: --read-only --tmpfs /tmp --cap-drop ALL --security-opt no-new-privileges
-HEALTHCHECK --interval=10s --timeout=3s --start-period=10s --retries=3 \
+HEALTHCHECK --interval=5s --timeout=3s --start-period=10s --retries=3 \
     CMD ["python", "-c", "import sys, urllib.request; sys.exit(urllib.request.urlopen('http://127.0.0.1:8000/healthz', timeout=2).status != 200)"]
 # --workers auto: one worker per CPU of the container's quota (service/cpus.py).
 CMD ["glassllm-sandbox", "--host", "0.0.0.0", "--port", "8000", "--workers", "auto"]

@@ -14,7 +14,6 @@ Exits 1 naming the files it read when no entry fits.
 from __future__ import annotations
 
 import argparse
-import sys
 from pathlib import Path
 
 

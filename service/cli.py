@@ -3,10 +3,13 @@
 from __future__ import annotations
 
 import argparse
+import importlib.util
 
 # uvicorn's own names (uvicorn.config.LOG_LEVELS), written here so a bad one is a usage
 # error before uvicorn is imported, not a KeyError traceback from inside it.
 LOG_LEVELS = ("critical", "error", "warning", "info", "debug", "trace")
+# The service extra's top-level modules (pyproject.toml), checked before uvicorn starts.
+SERVICE_MODULES = ("fastapi", "fastapi_offline", "orjson", "pydantic", "pydantic_settings")
 
 
 def _int_in(low: int, high: int | None, rule: str):
@@ -47,7 +50,12 @@ def main(argv: list[str] | None = None) -> None:
     try:
         import uvicorn
 
-        import service.app  # noqa: F401 - fail here, with the friendly sentence
+        # Fail here, with the friendly sentence, but without importing the app: with
+        # --workers N each worker imports it, and the supervisor importing it too would
+        # add a second or so to a container's cold start (issue 13).
+        for module in SERVICE_MODULES:
+            if importlib.util.find_spec(module) is None:
+                raise ImportError(f"No module named {module!r}")
     except ImportError as exc:
         raise SystemExit(f"glassllm-sandbox needs the service extra: pip install"
                          f" 'glassllm[service]' ({exc})") from None

@@ -52,7 +52,8 @@ def cgroup_cpu_limit(root: Path = CGROUP_ROOT) -> int | None:
         quota, _, period = v2.partition(" ")
         return None if quota == "max" else _ceil_ratio(quota, period)
     for sub in ("cpu", "cpu,cpuacct"):
-        quota, period = _read(root / sub / "cpu.cfs_quota_us"), _read(root / sub / "cpu.cfs_period_us")
+        quota = _read(root / sub / "cpu.cfs_quota_us")
+        period = _read(root / sub / "cpu.cfs_period_us")
         if quota is not None and period is not None:
             return _ceil_ratio(quota, period)
     return None
