@@ -76,8 +76,10 @@ clean:
 #   make docker-save  the image as dist/glassllm-image.tar.gz, for `docker load` offline
 #   make lock         rewrite requirements/*.lock (hashes) from pyproject.toml
 IMAGE ?= glassllm:latest
-PIP_COMPILE := $(VENV)/bin/pip-compile -q --generate-hashes --strip-extras --allow-unsafe \
-	--no-emit-index-url --no-emit-find-links --no-header
+# --unsafe-package=glassllm: the test extra names glassllm[service,train]; the lock must
+# not pin the working tree itself (make test installs it with `pip install --no-deps -e .`)
+PIP_COMPILE := $(VENV)/bin/pip-compile -q --generate-hashes --strip-extras \
+	--unsafe-package=glassllm --no-emit-index-url --no-emit-find-links
 
 .PHONY: docker docker-test docker-save lock
 
