@@ -20,13 +20,14 @@ import re
 import subprocess
 import sys
 import time
+from pathlib import Path
 from urllib.parse import urljoin, urlsplit
 
 import httpx
 
 LOCKED_DOWN = ["--read-only", "--tmpfs", "/tmp", "--cap-drop", "ALL",
                "--security-opt", "no-new-privileges"]
-HEALTHY_WITHIN_S = 10.0       # "within a few seconds" on a loaded CI machine; target 2 s
+HEALTHY_WITHIN_S = 20.0       # fail line, for a CI machine shared with other jobs; target 2 s
 STOP_WITHIN_S = 2.0
 # XML namespace names (xmlns="http://www.w3.org/2000/svg") are identifiers a browser never
 # fetches; every other host named by the sandbox's own files is a failure.
@@ -91,6 +92,22 @@ def start(image: str, *extra: str, env: dict[str, str] | None = None) -> tuple[s
         time.sleep(0.05)
     logs = subprocess.run([DOCKER, "logs", cid], capture_output=True, text=True).stderr
     raise Failed(f"/healthz not 200 within {HEALTHY_WITHIN_S} s; logs:\n{logs[-2000:]}")
+
+
+def cpu_seconds(cid: str) -> str:
+    """CPU time the container has used (cgroup v1 cpuacct or v2 cpu.stat), for reading a
+    start time taken on a loaded machine; "n/a" where the host hides it."""
+    full = docker("inspect", "-f", "{{.Id}}", cid)
+    for path, scale in ((f"/sys/fs/cgroup/cpuacct/docker/{full}/cpuacct.usage", 1e-9),
+                        (f"/sys/fs/cgroup/system.slice/docker-{full}.scope/cpu.stat", 1e-6),
+                        (f"/sys/fs/cgroup/docker/{full}/cpu.stat", 1e-6)):
+        try:
+            text = Path(path).read_text()
+        except OSError:
+            continue
+        value = int(text.split()[1] if text.startswith("usage_usec") else text.split()[0])
+        return f"{value * scale:.2f} s"
+    return "n/a"
 
 
 def remove(cid: str) -> None:
@@ -291,8 +308,9 @@ def main() -> None:
         print(f"FAIL start: {exc}")
         sys.exit(1)
     verdict = "within" if took <= 2.0 else "OVER"
-    print(f"ok   cold start to a 200 /healthz: {took:.2f} s ({verdict} the 2 s target)",
-          flush=True)
+    load = Path("/proc/loadavg").read_text().split()[0]
+    print(f"ok   cold start to a 200 /healthz: {took:.2f} s ({verdict} the 2 s target;"
+          f" CPU used {cpu_seconds(cid)}, load average {load})", flush=True)
     try:
         assert httpx.get(f"{url}/readyz").status_code == 200
         op_call(url)
