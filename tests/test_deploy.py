@@ -97,9 +97,10 @@ def test_resources_match_the_limits():
     assert cpu == quantity(res["requests"]["cpu"]) == 1          # one worker per pod
     # the sandbox's own default: 2 computations per CPU of the quota
     assert int(data["GLASSLLM_MAX_CONCURRENCY"]) == 2 * cpu
-    # memory: a worker (~60 MiB measured idle) + every concurrent computation holding
-    # 8 float64 arrays of the largest size a result may have (docs/deploy.md)
-    need = 64 * 2**20 + int(data["GLASSLLM_MAX_CONCURRENCY"]) * 8 * 8 * int(
+    # memory: a worker (~50 MiB measured idle) + every concurrent computation at 128 bytes
+    # per graph element (measured: an /api/v1/eval of a 3.9M-element graph peaks at ~410
+    # MiB, its values and gradients as JSON included; docs/deploy.md)
+    need = 64 * 2**20 + int(data["GLASSLLM_MAX_CONCURRENCY"]) * 128 * int(
         data["GLASSLLM_MAX_RESULT_ELEMENTS"])
     assert quantity(res["limits"]["memory"]) >= need
     assert quantity(res["requests"]["memory"]) <= quantity(res["limits"]["memory"])
