@@ -3,12 +3,15 @@
 from __future__ import annotations
 
 import argparse
+import importlib.util
 
 from glassllm.cli import _int_type
 
 # uvicorn's own names (uvicorn.config.LOG_LEVELS), written here so a bad one is a usage
 # error before uvicorn is imported, not a KeyError traceback from inside it.
 LOG_LEVELS = ("critical", "error", "warning", "info", "debug", "trace")
+# The service extra's top-level modules (pyproject.toml), checked before uvicorn starts.
+SERVICE_MODULES = ("fastapi", "fastapi_offline", "orjson", "pydantic", "pydantic_settings")
 
 
 def _int_in(low: int, high: int | None, rule: str):
@@ -25,21 +28,35 @@ def _int_in(low: int, high: int | None, rule: str):
     return parse
 
 
+def _workers(text: str) -> int:
+    """``--workers``: a positive integer, or ``auto`` = `service.cpus.available_cpus()`."""
+    if text == "auto":
+        from service.cpus import available_cpus
+        return available_cpus()
+    return _int_in(1, None, "a positive integer")(text)
+
+
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(prog="glassllm-sandbox", description=__doc__)
     parser.add_argument("--host", default="127.0.0.1")
     # a port past 65535 is not an error to the OS: it binds port % 65536 (70000 → 4464)
     parser.add_argument("--port", type=_int_in(1, 65535, "a TCP port from 1 to 65535"),
                         default=8000, help="1 to 65535 (default 8000)")
-    parser.add_argument("--workers", type=_int_in(1, None, "a positive integer"), default=1,
-                        help="worker processes, ≥ 1 (default 1)")
+    parser.add_argument("--workers", type=_workers, default=1,
+                        help="worker processes, ≥ 1, or 'auto': one per CPU this container"
+                             " may use, its cgroup quota included (default 1)")
     parser.add_argument("--log-level", default="info", choices=LOG_LEVELS,
                         help="uvicorn's log level (default info)")
     args = parser.parse_args(argv)
     try:
         import uvicorn
 
-        import service.app  # noqa: F401 - fail here, with the friendly sentence
+        # Fail here, with the friendly sentence, but without importing the app: with
+        # --workers N each worker imports it, and the supervisor importing it too would
+        # add a second or so to a container's cold start (issue 13).
+        for module in SERVICE_MODULES:
+            if importlib.util.find_spec(module) is None:
+                raise ImportError(f"No module named {module!r}")
     except ImportError as exc:
         raise SystemExit(f"glassllm-sandbox needs the service extra: pip install"
                          f" 'glassllm[service]' ({exc})") from None

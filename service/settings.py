@@ -7,7 +7,6 @@ a `SettingsError` that names the variable, the value and the rule.
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -15,6 +14,7 @@ from pydantic import Field, ValidationError, field_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from glassllm.limits import Limits
+from service.cpus import available_cpus
 
 ENV_PREFIX = "GLASSLLM_"
 GiB = 1024 ** 3
@@ -43,8 +43,9 @@ class Settings(BaseSettings):
     """Elements of the output and of every large intermediate, from shapes, before work (413)."""
     max_matmul_madds: Annotated[int, _positive(10**15)] = DEFAULT.max_matmul_madds
     """Multiply-adds of every matmul of a request, forward + backward (3x the forward), 413."""
-    max_concurrency: Annotated[int, _positive(1024)] = 2 * (os.cpu_count() or 1)
-    """Computations running at once; more are refused with 503 and Retry-After."""
+    max_concurrency: Annotated[int, _positive(1024)] = 2 * available_cpus()
+    """Computations running at once; more are refused with 503 and Retry-After. Default:
+    2 per CPU this process may use, a container's CPU quota included (service.cpus)."""
     retry_after_seconds: Annotated[int, _positive(3600)] = 1
     """The Retry-After of a 503."""
     max_expression_length: Annotated[int, _positive(1_000_000)] = DEFAULT.max_length
