@@ -46,6 +46,54 @@ def parse_envelope(op: Op, body: Any) -> tuple[dict, list[str] | None, Any]:
 
 def compute(op: Op, body: Any, maybe_bools: bool, settings: Settings) -> bytes:
     """Run in a worker thread; raises ApiError for every refusal."""
+    return prepare(op, body, maybe_bools, settings).run()
+
+
+class Prepared:
+    """A request checked and planned, not yet computed: its `cost` (elements of the output
+    and intermediates + matmul multiply-adds, from the shape plan) decides its admission
+    lane (service/admission.py); `run()` computes and returns the response bytes."""
+
+    def __init__(self, op: Op, inputs: dict, args: dict, requires_grad: list[str] | None,
+                 g: Any, plan: registry.Plan):
+        self.op, self.inputs, self.args, self.requires_grad, self.g = (op, inputs, args,
+                                                                       requires_grad, g)
+        self.cost = plan.size + sum(n for _, n in plan.sizes) + plan.madds
+
+    def run(self) -> bytes:
+        op, inputs = self.op, self.inputs
+        fw = FloatWarnings()
+
+        def forward_backward():
+            with fw:
+                try:
+                    return registry.run(op, self.args, self.requires_grad, self.g)
+                except (WireError, LimitError):
+                    raise
+                except NUMPY_ERRORS as exc:
+                    raise numpy_error(op, inputs, exc) from None
+
+        try:
+            result = numpy_warnings.run_recording(forward_backward, fw.messages)
+        except WireError as exc:
+            raise ApiError(422, "invalid_input", str(exc), op=op.name, input=exc.input) from None
+        except LimitError as exc:
+            raise ApiError(413, "too_large", str(exc), op=op.name, input=exc.input) from None
+        except MemoryError:
+            raise ApiError(413, "too_large", "the computation ran out of memory",
+                           op=op.name) from None
+        return dumps({
+            "op": op.name,
+            "value": encode_value(result.value),
+            "shape": list(result.value.shape),
+            "grads": {name: encode_value(grad) for name, grad in result.grads.items()},
+            "warnings": fw.messages,
+        })
+
+
+def prepare(op: Op, body: Any, maybe_bools: bool, settings: Settings) -> Prepared:
+    """Coerce, plan and check a request (no forward work); raises ApiError for every
+    refusal. Cheap next to `Prepared.run`: it runs before the request waits for a slot."""
     try:
         inputs, requires_grad, grad_output = parse_envelope(op, body)
         args = registry.coerce_inputs(op, inputs, maybe_bools=maybe_bools,
@@ -68,32 +116,13 @@ def compute(op: Op, body: Any, maybe_bools: bool, settings: Settings) -> bytes:
             if g.shape != plan.shape:
                 raise WireError("grad_output", f"has shape {list(g.shape)} but the output of"
                                 f" {op.name} has shape {list(plan.shape)}")
-        fw = FloatWarnings()
-
-        def forward_backward():
-            with fw:
-                try:
-                    return registry.run(op, args, requires_grad, g)
-                except (WireError, LimitError):
-                    raise
-                except NUMPY_ERRORS as exc:
-                    raise numpy_error(op, inputs, exc) from None
-
-        result = numpy_warnings.run_recording(forward_backward, fw.messages)
-        warnings = fw.messages
     except WireError as exc:
         raise ApiError(422, "invalid_input", str(exc), op=op.name, input=exc.input) from None
     except LimitError as exc:
         raise ApiError(413, "too_large", str(exc), op=op.name, input=exc.input) from None
     except MemoryError:
         raise ApiError(413, "too_large", "the computation ran out of memory", op=op.name) from None
-    return dumps({
-        "op": op.name,
-        "value": encode_value(result.value),
-        "shape": list(result.value.shape),
-        "grads": {name: encode_value(grad) for name, grad in result.grads.items()},
-        "warnings": warnings,
-    })
+    return Prepared(op, inputs, args, requires_grad, g, plan)
 
 
 def numpy_error(op: Op, inputs: dict, exc: Exception) -> ApiError:

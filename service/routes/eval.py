@@ -19,6 +19,7 @@ from starlette.responses import Response
 from glassllm.examples import EXAMPLES
 from glassllm.expr import ExprError, Limits, evaluate
 from service import numpy_warnings, schemas
+from service.admission import client_key
 from service.codec import dumps
 from service.errors import ApiError
 from service.limits import read_json
@@ -110,7 +111,11 @@ def compute(body: Any, maybe_bools: bool, settings: Settings) -> bytes:
 async def eval_expression(request: Request) -> Response:
     settings = request.app.state.settings
     parsed, maybe_bools = await read_json(request, settings, send='{"expression": ...}')
-    with request.app.state.slots:
+    # The cost until eval has a plan of its own before work: each number of the body
+    # takes at least 2 bytes ("0,"), so a (256, 256) matmul's 2.6 MB body is large.
+    cost = int(request.headers.get("content-length") or settings.max_body_bytes) // 2
+    async with request.app.state.admission.slot(cost=cost, client=client_key(request),
+                                                request=request):
         out = await run_in_threadpool(compute, parsed, maybe_bools, settings)
     return Response(out, media_type="application/json")
 
