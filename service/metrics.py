@@ -48,6 +48,11 @@ def enable() -> None:
                            ["lane"], buckets=BUCKETS)
     _m["refusals"] = Counter("glassllm_refusals", "Requests refused or dropped while queued",
                              ["reason"])
+    for lane in ("small", "large"):                 # every series present from the start
+        _m["queue"].labels(lane)
+        _m["busy"].labels(lane)
+    for reason in ("queue_full", "queue_timeout", "client_gone"):
+        _m["refusals"].labels(reason)
 
 
 def record_request(route: str, op: str, status: int, seconds: float) -> None:

@@ -52,13 +52,14 @@ def _request_id(scope: dict) -> str:
 
 
 def configure_logging(fmt: str) -> None:
-    """A handler on stderr for the access logger (uvicorn configures only its own)."""
-    if not log.handlers:
+    """INFO lines of the access logger to stderr (uvicorn configures only its own loggers)."""
+    log.setLevel(logging.INFO)
+    log.propagate = False
+    if not any(getattr(h, "glassllm", False) for h in log.handlers):
         handler = logging.StreamHandler(sys.stderr)
         handler.setFormatter(logging.Formatter("%(message)s"))
+        handler.glassllm = True
         log.addHandler(handler)
-        log.setLevel(logging.INFO)
-        log.propagate = False
 
 
 class Observability:
