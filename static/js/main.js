@@ -9,6 +9,7 @@ import { heatmap } from "./heatmap.js";
 import { curl, exprPython, opPython } from "./scripts.js";
 import { flat, formatNumber, formatValue, fromWire, parseValue, shapeText, toJSON } from "./wire.js";
 import { el } from "./dom.js";
+import { BusyError, busyNotice, fetchWithRetry } from "./net.js";
 
 const $ = (sel) => document.querySelector(sel);
 const PROBABILITY_OPS = new Set(["softmax", "softmax_np", "sigmoid"]);
@@ -34,7 +35,7 @@ function setStatus(text) { $("#status").textContent = text; }
 // --------------------------------------------------------------------------------------
 
 async function getJSON(url) {
-  const res = await fetch(url);
+  const res = await fetchWithRetry(url);
   if (!res.ok) throw new Error(`${url}: HTTP ${res.status}`);
   return res.json();
 }
@@ -344,9 +345,17 @@ async function runOnce() {
   const t0 = performance.now();
   let res, data;
   try {
-    res = await fetch(req.url, { method: "POST", headers: { "Content-Type": "application/json" }, body: toJSON(req.body) });
+    res = await fetchWithRetry(req.url, { method: "POST", headers: { "Content-Type": "application/json" }, body: toJSON(req.body) },
+      { onRetry: (n) => { if (ticket === running) setStatus(`The sandbox is busy; retrying (${n})…`); } });
     data = await res.json();
   } catch (err) {
+    if (err instanceof BusyError) {                 // not the student's input: no red message
+      if (ticket !== running) return;
+      clearResult("No result yet: the sandbox is busy.");
+      $("#messages").append(busyNotice());
+      setStatus("The sandbox is busy — not your formula; try again in a few seconds.");
+      return;
+    }
     setStatus(`The sandbox did not answer (${err.message}).`);
     return;
   }
@@ -364,7 +373,7 @@ async function runOnce() {
 
 const STATUS_WORDS = {
   400: "NumPy refused this case", 404: "Unknown name", 413: "Too large for the sandbox",
-  415: "Wrong content type", 422: "This input does not fit", 503: "The sandbox is busy — try again in a moment",
+  415: "Wrong content type", 422: "This input does not fit", 401: "This sandbox needs an access token",
 };
 
 function fieldsNamed(names) {
