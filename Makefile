@@ -20,13 +20,14 @@ WORKERS ?= 1
 CHROMIUM := /usr/bin/chromium
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 
-.PHONY: help run test lint bench clean
+.PHONY: help run test lint bench load clean
 
 help:
 	@echo "make run    start the gradient sandbox at http://$(HOST):$(PORT)"
 	@echo "make test   run the whole test suite (installs what it needs)"
 	@echo "make lint   ruff check"
 	@echo "make bench  service latency / throughput benchmark"
+	@echo "make load   a class at once: bench/load.py (Locust, about 4 minutes)"
 
 $(VPY):
 	@test -n "$(PYTHON)" || { echo "error: Python >= 3.11 not found on PATH"; exit 1; }
@@ -60,6 +61,13 @@ lint: $(VENV)/.stamp-test
 
 bench: $(VENV)/.stamp-service
 	$(VPY) bench/service.py
+
+$(VENV)/.stamp-bench: pyproject.toml | $(VPY)
+	$(VPY) -m pip install --quiet -e '.[bench]'
+	touch $@
+
+load: $(VENV)/.stamp-bench
+	$(VPY) bench/load.py
 
 clean:
 	rm -rf build dist *.egg-info .pytest_cache .ruff_cache test-artifacts

@@ -3,11 +3,12 @@ before parsing. The cap on concurrent computations is service/admission.py."""
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable
 from typing import Any
 
+import anyio.to_thread
 import orjson
-from starlette.concurrency import run_in_threadpool
 from starlette.requests import Request
 
 from service.codec import json_depth
@@ -61,7 +62,7 @@ async def read_json(request: Request, settings: Settings, op: str | None = None,
         raise ApiError(422, "invalid_request", f"the body is empty; send {send}", op=op,
                        input="request body")
     if len(body) > OFF_LOOP_BYTES:       # a 2.6 MB matmul body takes ~10 ms to decode
-        return await run_in_threadpool(_parse, body, settings, op)
+        return await _in_thread(request, _parse, body, settings, op)
     return _parse(body, settings, op)
 
 
@@ -86,4 +87,19 @@ async def off_loop(request: Request, fn: Callable, *args: Any) -> Any:
     size = request.headers.get("content-length", "")
     if size.isdigit() and int(size) <= OFF_LOOP_BYTES:
         return fn(*args)
-    return await run_in_threadpool(fn, *args)
+    return await _in_thread(request, fn, *args)
+
+
+async def _in_thread(request: Request, fn: Callable, *args: Any) -> Any:
+    """In a worker thread, at most 2 × compute slots at once: a decoded body is ~4x its
+    bytes in Python objects, so an overload of big bodies must not decode 40 at a time."""
+    app = request.scope.get("app")
+    state = app.state if app is not None else None
+    limiter = getattr(state, "decode_limiter", None)
+    if limiter is None:
+        slots = state.admission.capacity if state is not None and hasattr(state, "admission") \
+            else 1
+        limiter = anyio.CapacityLimiter(2 * slots)
+        if state is not None:
+            state.decode_limiter = limiter
+    return await anyio.to_thread.run_sync(functools.partial(fn, *args), limiter=limiter)
