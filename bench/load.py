@@ -254,7 +254,10 @@ def main() -> None:
     print(f"sandbox {url} (default settings), pid {proc.pid}; {os.cpu_count()} CPUs on this"
           f" machine, shared by the server and this generator")
     try:
-        phase("warm-up", url, ClassStudent, args.users, min(10.0, args.seconds / 3), proc.pid)
+        # the warm-up plays the stress mix: the server reaches its working set (every code
+        # path, the allocator's arenas) before the RSS baseline is taken
+        phase("warm-up (stress mix)", url, StressStudent, args.users,
+              min(10.0, args.seconds / 3), proc.pid)
         rss_warm = rss_mb(proc.pid)
         results = {"class": phase("class", url, ClassStudent, args.users, args.seconds,
                                   proc.pid),

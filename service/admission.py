@@ -9,9 +9,11 @@
   holds ``GLASSLLM_MAX_QUEUE`` requests, or when it waited ``GLASSLLM_QUEUE_TIMEOUT_S``.
 - **Two lanes by planned cost.** A request whose cost (elements + multiply-adds, known
   from its shape plan before any work) exceeds ``GLASSLLM_LARGE_COST`` is *large*. Large
-  requests hold at most ``capacity - 1`` slots (1 when there is a single slot), and when a
-  slot frees, a waiting small request is admitted before any large one: a burst of
-  (256, 256) matmuls cannot make a (4, 8) softmax wait behind it.
+  requests hold at most ``capacity - 1`` slots (1 when there is a single slot), so with
+  two slots or more one is always there for small work; when a slot frees and both lanes
+  wait, the lanes take turns (the one not served last goes first), so a burst of
+  (256, 256) matmuls cannot make a (4, 8) softmax wait behind more than one of them, and
+  a stream of small requests cannot starve the large ones either.
 - **Fair between clients.** Each lane keeps one FIFO per client key and serves the
   clients round-robin: a grader's loop of 200 requests gets one turn, then the student
   who sent one request gets theirs.
@@ -101,6 +103,7 @@ class Admission:
         self.large_capacity = max(1, capacity - 1)
         self.busy = {SMALL: 0, LARGE: 0}
         self.lanes = {SMALL: _Lane(), LARGE: _Lane()}
+        self.last_lane = LARGE                   # the lane served last: the other goes first
         metrics.slots_capacity(capacity)
 
     # -- what /readyz and the tests read ---------------------------------------------
@@ -188,12 +191,15 @@ class Admission:
 
     def _grant(self, lane: str) -> None:
         self.busy[lane] += 1
+        self.last_lane = lane
         metrics.slot_taken(lane)
 
     def _dispatch(self) -> None:
-        """Give free slots to waiters: small first, then large while large may hold more."""
+        """Give free slots to waiters; when both lanes may take one, the lane not served
+        last goes first (large only while it holds fewer than capacity - 1 slots)."""
         while True:
-            lane = next((ln for ln in (SMALL, LARGE)
+            order = (LARGE, SMALL) if self.last_lane == SMALL else (SMALL, LARGE)
+            lane = next((ln for ln in order
                          if self.lanes[ln].waiting and self._free(ln)), None)
             if lane is None:
                 return

@@ -127,19 +127,22 @@ def test_a_small_request_takes_a_free_slot_while_large_ones_queue():
     run(main())
 
 
-def test_when_a_slot_frees_small_requests_go_before_large_ones():
+def test_when_a_slot_frees_the_lanes_take_turns():
+    """After a large request, a waiting small one goes first; a stream of small requests
+    does not starve a large one either (it gets every other free slot)."""
     async def main():
         adm = admission(capacity=1)
         order: list[str] = []
         first = Holder(adm, "first", cost=LARGE_COST, order=order)
         await until(lambda: first.admitted)
         queued = [Holder(adm, "big", cost=LARGE_COST, client="grader", order=order),
-                  Holder(adm, "small", cost=SMALL_COST, client="student", order=order)]
-        await until(lambda: adm.waiting == 2)
+                  *(Holder(adm, f"small{i}", cost=SMALL_COST, client=f"s{i}", order=order)
+                    for i in range(3))]
+        await until(lambda: adm.waiting == 4)
         for h in (first, *queued):
             h.release()
         await asyncio.gather(first.task, *(h.task for h in queued))
-        assert order == ["first", "small", "big"]
+        assert order == ["first", "small0", "big", "small1", "small2"]
     run(main())
 
 

@@ -47,6 +47,7 @@ async def run_op(op: Op, request: Request) -> Response:
     settings = request.app.state.settings
     parsed, maybe_bools = await read_json(request, settings, op=op.name)
     prepared = await off_loop(request, prepare, op, parsed, maybe_bools, settings)
+    del parsed                  # a queued request holds its NumPy inputs, not the JSON lists
     async with request.app.state.admission.slot(cost=prepared.cost, client=client_key(request),
                                                 request=request):
         out = await run_in_threadpool(prepared.run)
