@@ -269,7 +269,7 @@ def main() -> None:
               f" {health['served']:.0f} req/s under the same {args.users} users")
         rss_stress = rss_mb(proc.pid)
         over = phase("overload", url, StressStudent, args.overload_users, overload_s,
-                     proc.pid, spawn_rate=256.0)
+                     proc.pid, spawn_rate=100.0)
         back = recovery(url)
         bad = {s: n for s, n in over["status"].items() if s not in (200, 503)}
         print(f"\noverload answers other than 200 / 503: {bad or 'none'}; recovery to full"
