@@ -30,6 +30,15 @@ from service.settings import Settings, SettingsError
     ("MAX_EXPRESSION_LENGTH", "0", "greater than or equal to 1"),
     ("MAX_CHECK_ELEMENTS", "-1", "greater than or equal to 0"),
     ("STATIC_DIR", "/nonexistent", "holds no index.html"),
+    ("MAX_QUEUE", "-1", "greater than or equal to 0"),          # issue 9's settings
+    ("QUEUE_TIMEOUT_S", "0", "greater than 0"),
+    ("QUEUE_TIMEOUT_S", "soon", "valid number"),
+    ("LARGE_COST", "0", "greater than or equal to 1"),
+    ("BLAS_THREADS", "0", "greater than or equal to 1"),
+    ("WORKERS", "0", "greater than or equal to 1"),
+    ("LOG_FORMAT", "xml", "'plain' or 'json'"),
+    ("METRICS", "maybe", "valid boolean"),
+    ("ACCESS_LOG", "maybe", "valid boolean"),
 ])
 def test_a_bad_variable_is_refused_by_name(monkeypatch, name, value, rule):
     monkeypatch.setenv(f"GLASSLLM_{name}", value)
