@@ -249,3 +249,40 @@ def test_an_op_request_is_planned_before_it_waits():
     assert big.cost == 256 * 256 + sum(n for _, n in plan.sizes) + 3 * 256**3
     assert big.cost > s.large_cost > small.cost
     assert orjson.loads(big.run())["value"][0][0] == 256.0
+
+
+def test_over_http_a_softmax_passes_a_queued_matmul():
+    """The routes pass each request's planned cost: with one of two slots held by large
+    work, a (256, 256) matmul waits (large work never holds every slot) while a (4, 8)
+    softmax is answered; releasing the slot lets the matmul through."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    from fastapi.testclient import TestClient
+
+    from service.app import create_app
+    from service.settings import Settings
+
+    app = create_app(Settings(max_concurrency=2))
+    adm = app.state.admission
+    m = [[1.0] * 256] * 256
+    with TestClient(app) as c, ThreadPoolExecutor(1) as pool:
+        release = c.portal.call(_new_event)
+        held = c.portal.start_task_soon(_hold, adm, release, LARGE_COST)
+        c.portal.call(until, lambda: adm.busy[LARGE] == 1)
+        matmul = pool.submit(c.post, "/api/v1/ops/matmul", json={"inputs": {"a": m, "b": m}})
+        c.portal.call(until, lambda: adm.lanes[LARGE].waiting == 1)
+        r = c.post("/api/v1/ops/softmax", json={"inputs": {"a": [[0.0] * 8] * 4}})
+        assert r.status_code == 200 and r.json()["value"][0][0] == 0.125
+        assert adm.lanes[LARGE].waiting == 1 and not matmul.done()
+        c.portal.call(release.set)
+        held.result()
+        assert matmul.result().json()["value"][0][0] == 256.0
+
+
+async def _new_event() -> asyncio.Event:
+    return asyncio.Event()
+
+
+async def _hold(adm: Admission, release: asyncio.Event, cost: int) -> None:
+    async with adm.slot(cost=cost, client="holder"):
+        await release.wait()
