@@ -20,7 +20,7 @@ WORKERS ?= 1
 CHROMIUM := /usr/bin/chromium
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 
-.PHONY: help run test lint bench load clean
+.PHONY: help run test lint bench load mutation clean
 
 help:
 	@echo "make run    start the gradient sandbox at http://$(HOST):$(PORT)"
@@ -28,6 +28,7 @@ help:
 	@echo "make lint   ruff check"
 	@echo "make bench  service latency / throughput benchmark"
 	@echo "make load   a class at once: bench/load.py (Locust, about 4 minutes)"
+	@echo "make mutation  mutation testing (mutmut, ~30 min on 2 cores; not part of make test)"
 
 $(VPY):
 	@test -n "$(PYTHON)" || { echo "error: Python >= 3.11 not found on PATH"; exit 1; }
@@ -69,5 +70,14 @@ $(VENV)/.stamp-bench: pyproject.toml | $(VPY)
 load: $(VENV)/.stamp-bench
 	$(VPY) bench/load.py
 
+$(VENV)/.stamp-mutation: pyproject.toml | $(VPY)
+	$(VPY) -m pip install --quiet -e '.[mutation]'
+	touch $@ $(VENV)/.stamp-test $(VENV)/.stamp-service
+
+# Mutation testing of the core and the service's limits (tools/mutation.py says how it
+# samples); MUTATION_ARGS="--all" runs every mutant, "--seed N" another sample.
+mutation: $(VENV)/.stamp-mutation
+	$(VPY) tools/mutation.py $(MUTATION_ARGS)
+
 clean:
-	rm -rf build dist *.egg-info .pytest_cache .ruff_cache test-artifacts
+	rm -rf build dist *.egg-info .pytest_cache .ruff_cache test-artifacts mutants

@@ -42,6 +42,8 @@ from typing import Any
 
 import numpy as np
 
+from glassllm.errors import WireError
+
 __all__ = [
     "ARRAY_KINDS",
     "NONFINITE_IN",
@@ -58,15 +60,6 @@ NONFINITE_IN = {
     "-Infinity": -math.inf, "-inf": -math.inf,
 }
 ARRAY_KINDS = frozenset({"tensor", "array", "table", "int_array", "bool_mask"})
-
-
-class WireError(ValueError):
-    """A JSON value that does not fit its input's kind (HTTP 422, SPEC H4)."""
-
-    def __init__(self, name: str, rule: str):
-        super().__init__(f"input '{name}': {rule}")
-        self.input = name
-        self.rule = rule
 
 
 # --------------------------------------------------------------------------------------

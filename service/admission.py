@@ -1,19 +1,21 @@
 """Admission: a request waits for a compute slot in a bounded, fair queue (issue 9, H5).
 
-    async with app.state.admission.slot(cost=plan_cost, client=key, request=request):
-        out = await run_in_threadpool(work)
+    prepared = registry.prepare(...)          # or glassllm.expr.prepare: every check, no work
+    async with app.state.admission.slot(cost=prepared.cost, client=key, request=request):
+        out = await run_in_threadpool(run_prepared, prepared)
 
 - **Slots.** At most `capacity` computations run at once in this worker process
   (``GLASSLLM_MAX_CONCURRENCY``, default the CPUs / workers). A request that finds none
   free waits; it is refused with ``503`` and ``Retry-After`` only when the queue already
   holds ``GLASSLLM_MAX_QUEUE`` requests, or when it waited ``GLASSLLM_QUEUE_TIMEOUT_S``.
-- **Two lanes by planned cost.** A request whose cost (elements + multiply-adds, known
-  from its shape plan before any work) exceeds ``GLASSLLM_LARGE_COST`` is *large*. Large
-  requests hold at most ``capacity - 1`` slots (1 when there is a single slot), so with
-  two slots or more one is always there for small work; when a slot frees and both lanes
-  wait, the lanes take turns (the one not served last goes first), so a burst of
-  (256, 256) matmuls cannot make a (4, 8) softmax wait behind more than one of them, and
-  a stream of small requests cannot starve the large ones either.
+- **Two lanes by planned cost.** A request whose cost (elements + multiply-adds of the
+  library's ``Prepared.cost``, known from its shape plan before any work) exceeds
+  ``GLASSLLM_LARGE_COST`` is *large*. Large requests hold at most ``capacity - 1``
+  slots (1 when there is a single slot), so with two slots or more one is always there
+  for small work; when a slot frees and both lanes wait, the lanes take turns (the one
+  not served last goes first), so a burst of (256, 256) matmuls cannot make a (4, 8)
+  softmax wait behind more than one of them, and a stream of small requests cannot
+  starve the large ones either.
 - **Fair between clients.** Each lane keeps one FIFO per client key and serves the
   clients round-robin: a grader's loop of 200 requests gets one turn, then the student
   who sent one request gets theirs.
@@ -37,6 +39,12 @@ from service import metrics
 from service.errors import ApiError
 
 SMALL, LARGE = "small", "large"
+Cost = int | tuple[int, int]
+
+
+def weight(cost: Cost) -> int:
+    """One number to compare with ``GLASSLLM_LARGE_COST``: elements + multiply-adds."""
+    return cost if isinstance(cost, int) else sum(cost)
 
 
 class ClientGone(ApiError):
@@ -115,13 +123,16 @@ class Admission:
     def waiting(self) -> int:
         return self.lanes[SMALL].waiting + self.lanes[LARGE].waiting
 
-    def lane_of(self, cost: int) -> str:
-        return LARGE if cost > self.large_cost else SMALL
+    def lane_of(self, cost: Cost) -> str:
+        return LARGE if weight(cost) > self.large_cost else SMALL
 
     # -- the interface --------------------------------------------------------------
     @contextlib.asynccontextmanager
-    async def slot(self, *, cost: int, client: str, request: Any = None) -> AsyncIterator[None]:
+    async def slot(self, *, cost: Cost, client: str, request: Any = None) -> AsyncIterator[None]:
         """Hold one compute slot for the body of the ``async with``.
+
+        `cost`: the request's planned ``(elements, multiply-adds)`` (a `Prepared.cost` of
+        `glassllm.registry` or `glassllm.expr`), or their sum.
 
         Raises: `ApiError` 503 (``queue_full`` / ``queue_timeout``) with Retry-After;
         `ClientGone` when the client disconnected while waiting.

@@ -4,14 +4,16 @@ from __future__ import annotations
 
 from fastapi import FastAPI
 
+from glassllm import float_warnings
 from glassllm.registry import OPS
 from glassllm.runtime import tune_malloc
-from service import admission, errors, metrics, numpy_warnings, schemas
+from service import admission, errors, metrics, schemas
 from service.allow import AllowEveryMethod
 from service.auth import BearerToken
 from service.observability import Observability
 from service.routes import allow_head, health, ops, pages
 from service.routes import eval as eval_routes
+from service.routes import train as train_routes
 from service.settings import Settings
 
 DESCRIPTION = """Runs glassllm's ops forward and backward and returns values and gradients.
@@ -25,7 +27,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     settings = settings or Settings()
     # NumPy's warnings-module warnings become exceptions that the routes turn into the
     # response's "warnings" (H4); set here so every uvicorn worker process has it.
-    numpy_warnings.install()
+    float_warnings.install()
     tune_malloc()  # each worker process keeps freed NumPy buffers for reuse (runtime.py)
     # workers × compute slots × BLAS threads ≤ CPUs: one BLAS thread per slot by default
     from threadpoolctl import threadpool_limits
@@ -39,6 +41,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     errors.install(app)
     for router in (health.router, ops.router, eval_routes.router):
         app.include_router(allow_head(router))       # HEAD wherever GET (the page: pages.py)
+    train_routes.install(app)                        # /api/v1/train, /api/v1/model/attention
     pages.install(app, settings.static_dir)
     # Middleware, innermost first: Allow on 405s, the token, CORS, then the access log and
     # metrics around everything (issue 9).

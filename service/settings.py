@@ -13,8 +13,11 @@ from typing import Annotated, Any, Literal
 from pydantic import Field, ValidationError, field_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
+from glassllm.limits import Limits
+
 ENV_PREFIX = "GLASSLLM_"
 GiB = 1024 ** 3
+DEFAULT = Limits()
 
 
 class SettingsError(ValueError):
@@ -33,11 +36,11 @@ class Settings(BaseSettings):
     max_json_depth: Annotated[int, Field(ge=2, le=1024)] = 32
     """Nesting of [ and { in a request body (422); a 4-D array sits at depth 6. At least 2
     ({"inputs": {...}}); orjson itself stops at 1024."""
-    max_array_elements: Annotated[int, _positive(10**9)] = 1_000_000
+    max_array_elements: Annotated[int, _positive(10**9)] = DEFAULT.max_array_elements
     """Elements of any one input array (413)."""
-    max_result_elements: Annotated[int, _positive(10**10)] = 4_000_000
+    max_result_elements: Annotated[int, _positive(10**10)] = DEFAULT.max_result_elements
     """Elements of the output and of every large intermediate, from shapes, before work (413)."""
-    max_matmul_madds: Annotated[int, _positive(10**15)] = 1_000_000_000
+    max_matmul_madds: Annotated[int, _positive(10**15)] = DEFAULT.max_matmul_madds
     """Multiply-adds of every matmul of a request, forward + backward (3x the forward), 413."""
     max_concurrency: Annotated[int, _positive(1024)] | None = None
     """Compute slots of one worker process: computations running at once; more wait in the
@@ -65,9 +68,9 @@ class Settings(BaseSettings):
     """Comma-separated origins allowed to call the API from a browser; empty: CORS off."""
     api_token: str | None = None
     """When set, every POST /api/v1/... needs ``Authorization: Bearer <token>`` (401)."""
-    max_expression_length: Annotated[int, _positive(1_000_000)] = 2000
+    max_expression_length: Annotated[int, _positive(1_000_000)] = DEFAULT.max_length
     """Characters of a /api/v1/eval expression (422 above)."""
-    max_check_elements: Annotated[int, Field(ge=0, le=1_000_000)] = 2000
+    max_check_elements: Annotated[int, Field(ge=0, le=1_000_000)] = DEFAULT.max_check_elements
     """Elements finite-differenced by /api/v1/eval's "check": true (413 above; 0: no check).
     Check's total work, 2 forward passes per element, is held to max_matmul_madds too."""
     static_dir: Path | None = None
@@ -91,6 +94,15 @@ class Settings(BaseSettings):
     @property
     def cors_origin_list(self) -> list[str]:
         return [o.strip() for o in self.cors_origins.split(",") if o.strip()]
+
+    @property
+    def limits(self) -> Limits:
+        """The library's `Limits` of one request, from these settings."""
+        same = ("max_array_elements", "max_result_elements", "max_matmul_madds",
+                "max_check_elements")                 # settings named as the library's
+        return Limits(**{name: getattr(self, name) for name in same},
+                      max_length=self.max_expression_length,
+                      max_graph_elements=self.max_result_elements)
 
     def __init__(self, **values: Any) -> None:
         try:

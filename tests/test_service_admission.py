@@ -232,23 +232,45 @@ def test_lanes_follow_the_planned_cost():
 
 
 def test_an_op_request_is_planned_before_it_waits():
-    """The cost of an op request comes from its shape plan: elements + multiply-adds."""
+    """The cost of an op request is the library's `Prepared.cost` from its shape plan:
+    (elements, multiply-adds); its lane compares their sum with GLASSLLM_LARGE_COST."""
     import numpy as np
     import orjson
 
     from glassllm import registry
-    from service.dispatch import prepare
+    from service.admission import weight
+    from service.dispatch import prepare_body, run_prepared
     from service.settings import Settings
     s, matmul = Settings(), registry.get("matmul")
-    small = prepare(registry.get("softmax"), {"inputs": {"a": [[0.0] * 8] * 4}}, False, s)
-    assert small.cost == 32                                # (4, 8) out, no matmul
+    small = prepare_body(registry.get("softmax"), {"inputs": {"a": [[0.0] * 8] * 4}}, False, s)
+    assert small.cost == (32, 0)                           # (4, 8) out, no matmul
     m = [[1.0] * 256] * 256
-    big = prepare(matmul, {"inputs": {"a": m, "b": m}}, False, s)
-    plan = registry.plan(matmul, {"a": np.ones((256, 256)), "b": np.ones((256, 256))})
+    big = prepare_body(matmul, {"inputs": {"a": m, "b": m}}, False, s)
+    plan = matmul.plan({"a": np.ones((256, 256)), "b": np.ones((256, 256))})
     assert plan.madds == 3 * 256**3                        # forward + 2 backward matmuls
-    assert big.cost == 256 * 256 + sum(n for _, n in plan.sizes) + 3 * 256**3
-    assert big.cost > s.large_cost > small.cost
-    assert orjson.loads(big.run())["value"][0][0] == 256.0
+    assert big.cost == (256 * 256 + sum(n for _, n in plan.sizes), 3 * 256**3)
+    assert weight(big.cost) > s.large_cost > weight(small.cost)
+    adm = admission()
+    assert adm.lane_of(small.cost) == SMALL and adm.lane_of(big.cost) == LARGE
+    assert orjson.loads(run_prepared(big))["value"][0][0] == 256.0
+
+
+def test_an_expression_is_planned_before_it_waits():
+    """/api/v1/eval's cost comes from the expression's plan (glassllm.expr.prepare), before
+    any compute: a (256, 256) matmul expression is large, a (4, 8) softmax small, and a
+    check adds its finite-difference passes."""
+    from glassllm import expr
+    from service.admission import weight
+    from service.settings import Settings
+    s = Settings()
+    m = [[1.0] * 256] * 256
+    big = expr.prepare("a @ b", {"a": m, "b": m}, limits=s.limits)
+    assert big.cost[1] == 3 * 256**3 and weight(big.cost) > s.large_cost
+    small = expr.prepare("softmax(x)", {"x": [[0.0] * 8] * 4}, limits=s.limits)
+    assert small.cost[1] == 0 and weight(small.cost) < s.large_cost
+    checked = expr.prepare("softmax(x)", {"x": [[0.0] * 8] * 4}, check=True, limits=s.limits)
+    assert checked.cost[0] > small.cost[0]
+    assert expr.run(small) == expr.evaluate("softmax(x)", {"x": [[0.0] * 8] * 4})
 
 
 def test_over_http_a_softmax_passes_a_queued_matmul():
@@ -272,6 +294,35 @@ def test_over_http_a_softmax_passes_a_queued_matmul():
         matmul = pool.submit(c.post, "/api/v1/ops/matmul", json={"inputs": {"a": m, "b": m}})
         c.portal.call(until, lambda: adm.lanes[LARGE].waiting == 1)
         r = c.post("/api/v1/ops/softmax", json={"inputs": {"a": [[0.0] * 8] * 4}})
+        assert r.status_code == 200 and r.json()["value"][0][0] == 0.125
+        assert adm.lanes[LARGE].waiting == 1 and not matmul.done()
+        c.portal.call(release.set)
+        held.result()
+        assert matmul.result().json()["value"][0][0] == 256.0
+
+
+def test_over_http_an_eval_softmax_passes_a_queued_eval_matmul():
+    """/api/v1/eval passes its expression's planned cost too (not its body size): an
+    `a @ b` of (256, 256) waits for the large lane while a softmax expression is answered."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    from fastapi.testclient import TestClient
+
+    from service.app import create_app
+    from service.settings import Settings
+
+    app = create_app(Settings(max_concurrency=2))
+    adm = app.state.admission
+    m = [[1.0] * 256] * 256
+    with TestClient(app) as c, ThreadPoolExecutor(1) as pool:
+        release = c.portal.call(_new_event)
+        held = c.portal.start_task_soon(_hold, adm, release, LARGE_COST)
+        c.portal.call(until, lambda: adm.busy[LARGE] == 1)
+        matmul = pool.submit(c.post, "/api/v1/eval",
+                             json={"expression": "a @ b", "variables": {"a": m, "b": m}})
+        c.portal.call(until, lambda: adm.lanes[LARGE].waiting == 1)
+        r = c.post("/api/v1/eval", json={"expression": "softmax(x)",
+                                         "variables": {"x": [[0.0] * 8] * 4}})
         assert r.status_code == 200 and r.json()["value"][0][0] == 0.125
         assert adm.lanes[LARGE].waiting == 1 and not matmul.done()
         c.portal.call(release.set)

@@ -1,9 +1,12 @@
 """``POST /api/v1/eval`` (a composed expression, every node's value and adjoint) and
 ``GET /api/v1/examples`` (SPEC Part L as ready requests) — issue 5.
 
-The work is `glassllm.expr.evaluate`, the same function a notebook calls; this router only
-reads the body under the service's limits (H5), runs it in a worker thread inside a
-compute slot, and maps `ExprError` to 422 / 413 / 400 with the offending position (H4).
+The work is `glassllm.expr.evaluate`, the same function a notebook calls, in its two
+halves: this router reads the body under the service's limits (H5), `expr.prepare`s it
+(parse, graph, every shape planned, every refusal) before it waits, then waits for a
+compute slot in the lane of the planned cost (`service.admission`) and `expr.run`s it in a
+worker thread; an `ExprError` becomes 422 / 413 / 400 with the offending position in the
+app's exception handlers (`service.errors`, H4).
 """
 
 from __future__ import annotations
@@ -16,13 +19,13 @@ from pydantic import BaseModel, Field
 from starlette.concurrency import run_in_threadpool
 from starlette.responses import Response
 
+from glassllm import expr, float_warnings
 from glassllm.examples import EXAMPLES
-from glassllm.expr import ExprError, Limits, evaluate
-from service import numpy_warnings, schemas
+from service import schemas
 from service.admission import client_key
 from service.codec import dumps
 from service.errors import ApiError
-from service.limits import read_json
+from service.limits import off_loop, read_json
 from service.settings import Settings
 
 router = APIRouter(prefix="/api/v1", tags=["expressions"])
@@ -31,13 +34,10 @@ FIELDS = ("expression", "variables", "grad_output", "check")
 _EXAMPLES_JSON = orjson.dumps({"examples": EXAMPLES})
 
 
-class EvalResult(BaseModel):
-    """The answer of ``POST /api/v1/eval``; arrays in the wire format (H3)."""
+class EvalResult(schemas.Computed):
+    """The answer of ``POST /api/v1/eval`` (H2, H3)."""
 
-    value: Any = Field(description="a JSON number for a 0-d output, else nested lists")
-    shape: list[int]
     grads: dict[str, Any] = Field(description="one array per variable that requires grad")
-    warnings: list[str]
     output: int = Field(description="the id of the output node")
     nodes: list[dict[str, Any]] = Field(
         description="in evaluation order: id, op, span [start, end), text, inputs (node ids),"
@@ -55,17 +55,12 @@ class ExampleList(BaseModel):
     examples: list[dict[str, Any]]
 
 
-def limits_of(settings: Settings) -> Limits:
-    return Limits(max_length=settings.max_expression_length,
-                  max_array_elements=settings.max_array_elements,
-                  max_result_elements=settings.max_result_elements,
-                  max_graph_elements=settings.max_result_elements,
-                  max_matmul_madds=settings.max_matmul_madds,
-                  max_check_elements=settings.max_check_elements)
-
-
-def compute(body: Any, maybe_bools: bool, settings: Settings) -> bytes:
-    """Run in a worker thread; every refusal is an ApiError."""
+def prepare_body(body: Any, maybe_bools: bool, settings: Settings,
+                 messages: list[str]) -> expr.PreparedExpression:
+    """The envelope, then `glassllm.expr.prepare`: every refusal (an ApiError, or an
+    ExprError mapped by the app's handlers) before any compute; the result's ``cost`` is
+    the planned work the admission lane is chosen by. NumPy's `warnings`-module warnings
+    go to `messages`."""
     if not isinstance(body, dict):
         raise ApiError(422, "invalid_request", 'the body must be a JSON object {"expression":'
                        ' "...", "variables": {...}, "grad_output": ..., "check": false}',
@@ -78,16 +73,14 @@ def compute(body: Any, maybe_bools: bool, settings: Settings) -> bytes:
         raise ApiError(422, "invalid_request", "'expression' is required", input="expression")
     kwargs = {"expression": body["expression"], "variables": body.get("variables"),
               "grad_output": body.get("grad_output"), "check": body.get("check", False),
-              "limits": limits_of(settings), "maybe_bools": maybe_bools}
-    try:
-        messages: list[str] = []
-        result = numpy_warnings.run_recording(lambda: evaluate(**kwargs), messages)
-        result["warnings"] += [m for m in messages if m not in result["warnings"]]
-    except ExprError as exc:
-        raise ApiError(exc.status, exc.code, exc.message, op=exc.op, input=exc.input,
-                       **exc.detail()) from None
-    except MemoryError:
-        raise ApiError(413, "too_large", "the computation ran out of memory") from None
+              "limits": settings.limits, "maybe_bools": maybe_bools}
+    return float_warnings.run_recording(lambda: expr.prepare(**kwargs), messages)
+
+
+def run_prepared(prepared: expr.PreparedExpression, messages: list[str]) -> bytes:
+    """Run in a worker thread, inside a compute slot: `glassllm.expr.run` → the response."""
+    result = float_warnings.run_recording(lambda: expr.run(prepared), messages)
+    result["warnings"] += [m for m in messages if m not in result["warnings"]]
     return dumps(result)
 
 
@@ -111,12 +104,14 @@ def compute(body: Any, maybe_bools: bool, settings: Settings) -> bytes:
 async def eval_expression(request: Request) -> Response:
     settings = request.app.state.settings
     parsed, maybe_bools = await read_json(request, settings, send='{"expression": ...}')
-    # The cost until eval has a plan of its own before work: each number of the body
-    # takes at least 2 bytes ("0,"), so a (256, 256) matmul's 2.6 MB body is large.
-    cost = int(request.headers.get("content-length") or settings.max_body_bytes) // 2
-    async with request.app.state.admission.slot(cost=cost, client=client_key(request),
+    messages: list[str] = []          # an ExprError is mapped by the app's handlers
+    # Parse, build and plan the graph first (off the event loop for a big body), then wait
+    # for a slot in the lane of its planned cost, then compute.
+    prepared = await off_loop(request, prepare_body, parsed, maybe_bools, settings, messages)
+    del parsed                  # a queued request holds its planned graph, not the JSON lists
+    async with request.app.state.admission.slot(cost=prepared.cost, client=client_key(request),
                                                 request=request):
-        out = await run_in_threadpool(compute, parsed, maybe_bools, settings)
+        out = await run_in_threadpool(run_prepared, prepared, messages)
     return Response(out, media_type="application/json")
 
 

@@ -13,13 +13,14 @@ from glassllm import registry
 from glassllm.registry import Op
 from service import schemas
 from service.admission import client_key
-from service.dispatch import prepare
+from service.dispatch import prepare_body, run_prepared
 from service.errors import ApiError
 from service.limits import off_loop, read_json
 
 router = APIRouter(prefix="/api/v1/ops", tags=["ops"])
 ERRORS = {s: {"model": schemas.ErrorBody} for s in (400, 404, 413, 415, 422, 503)}
-_OPS_JSON = orjson.dumps({"ops": [op.describe() for op in registry.OPS.values()]})
+_OPS_JSON = orjson.dumps({"ops": [op.describe() for op in registry.OPS.values()],
+                          "kinds": registry.DTYPES})
 
 
 def find(name: str) -> Op:
@@ -46,11 +47,11 @@ def get_op(name: str) -> Response:
 async def run_op(op: Op, request: Request) -> Response:
     settings = request.app.state.settings
     parsed, maybe_bools = await read_json(request, settings, op=op.name)
-    prepared = await off_loop(request, prepare, op, parsed, maybe_bools, settings)
+    prepared = await off_loop(request, prepare_body, op, parsed, maybe_bools, settings)
     del parsed                  # a queued request holds its NumPy inputs, not the JSON lists
     async with request.app.state.admission.slot(cost=prepared.cost, client=client_key(request),
                                                 request=request):
-        out = await run_in_threadpool(prepared.run)
+        out = await run_in_threadpool(run_prepared, prepared)
     return Response(out, media_type="application/json")
 
 
