@@ -154,9 +154,9 @@ class Admission:
             return
         if self.waiting >= self.max_queue:
             metrics.refused("queue_full")
-            raise self._busy("queue_full", f"the sandbox is busy: {self.waiting} requests"
-                             " are already waiting for a compute slot (GLASSLLM_MAX_QUEUE);"
-                             " retry shortly")
+            raise ApiError(503, "queue_full", f"the sandbox is busy: {self.waiting} requests"
+                           " are already waiting for a compute slot (GLASSLLM_MAX_QUEUE);"
+                           " retry shortly", headers=self._retry_after())
         w = _Waiter(lane, client)
         self.lanes[lane].push(w)
         metrics.queue_depth(lane, +1)
@@ -180,9 +180,9 @@ class Admission:
             metrics.refused("client_gone")
             raise ClientGone()
         metrics.refused("queue_timeout")
-        raise self._busy("queue_timeout", f"the sandbox is busy: no compute slot came free"
-                         f" within {self.timeout_s:g} s (GLASSLLM_QUEUE_TIMEOUT_S); retry"
-                         " shortly")
+        raise ApiError(503, "queue_timeout", f"the sandbox is busy: no compute slot came free"
+                       f" within {self.timeout_s:g} s (GLASSLLM_QUEUE_TIMEOUT_S); retry"
+                       " shortly", headers=self._retry_after())
 
     def _leave(self, w: _Waiter) -> None:
         """Out of the queue; a slot granted in the meantime goes to the next in line."""
@@ -219,8 +219,8 @@ class Admission:
             self._grant(lane)
             w.granted.set_result(None)
 
-    def _busy(self, code: str, message: str) -> ApiError:
-        return ApiError(503, code, message, headers={"Retry-After": str(self.retry_after)})
+    def _retry_after(self) -> dict[str, str]:
+        return {"Retry-After": str(self.retry_after)}
 
 
 async def _disconnected(request: Any) -> None:

@@ -11,7 +11,7 @@ from service import admission, errors, metrics, schemas
 from service.allow import AllowEveryMethod
 from service.auth import BearerToken
 from service.observability import Observability
-from service.routes import allow_head, health, ops, pages
+from service.routes import allow_head, contract, health, ops, pages
 from service.routes import eval as eval_routes
 from service.routes import train as train_routes
 from service.settings import Settings
@@ -43,6 +43,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         app.include_router(allow_head(router))       # HEAD wherever GET (the page: pages.py)
     train_routes.install(app)                        # /api/v1/train, /api/v1/model/attention
     pages.install(app, settings.static_dir)
+    app.include_router(allow_head(contract.router))  # the contract, docs/*.md (H7)
     # Middleware, innermost first: Allow on 405s, the token, CORS, then the access log and
     # metrics around everything (issue 9).
     app.add_middleware(AllowEveryMethod, routes=app.router.routes)

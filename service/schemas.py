@@ -86,6 +86,7 @@ class InputInfo(BaseModel):
     name: str
     kind: str
     dtype: str | None
+    array: bool = Field(description="the value is an array (nested lists), not a scalar")
     differentiable: bool
     required: bool
     default: Any = None
@@ -114,6 +115,7 @@ class OpInfo(BaseModel):
     module: str
     output: str = Field(description="'tensor' (value and grads) or 'ndarray' (value only)")
     outputs: list[OutputInfo]
+    role: str = Field(description="'probability' (every element in [0, 1]) or 'value'")
     inputs: list[InputInfo]
     examples: list[ExampleInfo]
 

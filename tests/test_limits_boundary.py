@@ -15,6 +15,7 @@ from fastapi.testclient import TestClient
 
 from glassllm.expr import ExprError, Limits, evaluate
 from service.app import create_app
+from service.errors import status_of
 from service.settings import Settings
 
 JSON = {"Content-Type": "application/json"}
@@ -262,7 +263,7 @@ def test_an_expression_of_exactly_max_nodes_nodes_is_evaluated_and_one_more_refu
     assert at["value"] == [float(n + 1)]
     with pytest.raises(ExprError) as err:
         evaluate(expression, {"x": [1.0]}, limits=Limits(max_nodes=nodes - 1))
-    assert err.value.status == 422 and err.value.code == "too_many_nodes"
+    assert status_of(err.value) == 422 and err.value.code == "too_many_nodes"
     assert f"more than {nodes - 1} nodes" in err.value.message
 
 
@@ -271,7 +272,7 @@ def test_bracket_depth_of_exactly_max_depth_is_parsed_and_one_more_refused():
     assert evaluate(expression, {"x": [3.0]}, limits=Limits(max_depth=4))["value"] == [3.0]
     with pytest.raises(ExprError) as err:
         evaluate(expression, {"x": [3.0]}, limits=Limits(max_depth=3))
-    assert err.value.status == 422 and err.value.code == "too_deep"
+    assert status_of(err.value) == 422 and err.value.code == "too_deep"
     assert "deeper than 3" in err.value.message and err.value.position == 3
 
 
@@ -283,7 +284,7 @@ def test_graph_elements_of_exactly_max_graph_elements_are_evaluated_and_one_more
     assert ok["value"] == [1.0, 4.0, 9.0, 16.0]
     with pytest.raises(ExprError) as err:
         evaluate(expression, {"x": [1.0, 2.0, 3.0, 4.0]}, limits=Limits(max_graph_elements=7))
-    assert err.value.status == 413 and err.value.code == "too_large"
+    assert status_of(err.value) == 413 and err.value.code == "too_large"
 
 
 # --------------------------------------------------------------------------------------

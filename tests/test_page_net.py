@@ -75,7 +75,7 @@ def test_busy_on_every_try_is_a_neutral_notice_not_an_input_error(page):
 
     page.route("**/api/v1/ops/matmul", handle)
     click_and_wait(page, "#run")
-    assert len(tries) == 4                                        # net.js TRIES
+    assert len(tries) == 4                                        # api.js TRIES
     notice = page.locator(".msg.busy")
     assert notice.count() == 1 and notice.get_attribute("role") == "status"
     assert "not a problem with your formula" in notice.inner_text()

@@ -7,6 +7,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from glassllm.wire import ARRAY_KINDS
+
 __all__ = ["DTYPES", "NO_GRADIENT_RULE", "REQUIRED", "Example", "Input", "Op", "Plan"]
 
 REQUIRED: Any = type("Required", (), {"__repr__": lambda self: "REQUIRED"})()
@@ -39,7 +41,9 @@ class Input:
         return DTYPES.get(self.kind)
 
     def describe(self) -> dict:
+        # "array": the value is a nested list (the page edits it as one; P1)
         return {"name": self.name, "kind": self.kind, "dtype": self.dtype,
+                "array": self.kind in ARRAY_KINDS,
                 "differentiable": self.differentiable, "required": self.required,
                 "default": None if self.required else self.default,
                 "shape": self.shape, "doc": self.doc}
@@ -92,6 +96,9 @@ class Plan:
         return self.size + sum(n for _, n in self.sizes)
 
 
+PROBABILITY_OUTPUTS = frozenset({"softmax", "softmax_np", "sigmoid"})  # outputs in [0, 1]
+
+
 @dataclass(frozen=True)
 class Op:
     name: str
@@ -119,7 +126,10 @@ class Op:
         return out
 
     def describe(self) -> dict:
+        # "role": how to read the output; "probability" (in [0, 1]) gets a [0, 1] colour scale (P3)
+        role = "probability" if self.name in PROBABILITY_OUTPUTS else "value"
         return {"name": self.name, "summary": self.summary, "clause": self.clause,
-                "module": self.module, "output": self.output, "outputs": self.outputs(),
+                "module": self.module, "output": self.output, "role": role,
+                "outputs": self.outputs(),
                 "inputs": [i.describe() for i in self.inputs],
                 "examples": [e.describe() for e in self.examples]}

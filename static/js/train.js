@@ -1,16 +1,19 @@
 // The Train view (issue 15): train glassllm's tiny LM from the page and watch it learn.
 //
-// POST /api/v1/train answers with the run itself, a Server-Sent-Events stream (read here
-// with fetch, since EventSource cannot POST); Stop aborts the fetch, which closes the
-// stream, which stops the run on the server. The done event carries the final weights,
+// POST /api/v1/train answers with the run itself, a Server-Sent-Events stream (read with
+// api.js's postStream, since an event source cannot POST); Stop aborts the request, which
+// closes the stream, which stops the run on the server. The done event carries the final weights,
 // which this page keeps and sends back with POST /api/v1/model/attention.
 // Charts are plain SVG and HTML tables; colours: blue–white–orange for signed numbers
 // (gradients), white to blue for probabilities — both colour-blind safe.
 
+import { postJSON, postStream } from "./api.js";
+import { el } from "./dom.js";
+
 const $ = (id) => document.getElementById(id);
 const SVG = "http://www.w3.org/2000/svg";
 
-const state = {
+const training = {
   controller: null,   // AbortController of the running stream
   losses: [],         // [step, loss]
   steps: 0,
@@ -18,15 +21,6 @@ const state = {
   seed: 0,
   model: null,
 };
-
-function h(tag, attrs = {}, ...children) {
-  const node = document.createElement(tag);
-  for (const [k, v] of Object.entries(attrs)) {
-    if (k === "class") node.className = v; else node.setAttribute(k, v);
-  }
-  for (const c of children) node.append(c);
-  return node;
-}
 
 function s(tag, attrs = {}) {
   const node = document.createElementNS(SVG, tag);
@@ -59,21 +53,17 @@ async function start() {
   stop();
   reset();
   const body = settings();
-  state.seed = body.seed;
-  state.model = body.model;
-  state.steps = body.steps;
+  training.seed = body.seed;
+  training.model = body.model;
+  training.steps = body.steps;
   const controller = new AbortController();
-  state.controller = controller;
+  training.controller = controller;
   $("train-start").disabled = true;
   $("train-stop").disabled = false;
   status("Starting…");
   let response;
   try {
-    response = await fetch("/api/v1/train", {
-      method: "POST", signal: controller.signal,
-      headers: { "Content-Type": "application/json", Accept: "text/event-stream" },
-      body: JSON.stringify(body),
-    });
+    response = await postStream("/api/v1/train", body, controller.signal);
   } catch (err) {
     finish(controller, err.name === "AbortError" ? "Stopped." : `Network error: ${err.message}`);
     return;
@@ -125,22 +115,22 @@ const HANDLERS = {
            `${e.corpus_bytes.toLocaleString("en")} bytes of text.`);
   },
   step(e) {
-    state.losses.push([e.step, e.loss]);
+    training.losses.push([e.step, e.loss]);
     document.body.dataset.trainSteps = String(e.step);
     scheduleDraw();
     $("train-progress").value = e.step;
-    $("train-progress").max = state.steps;
-    $("train-loss").textContent = `step ${e.step} / ${state.steps}: loss ${e.loss.toFixed(4)}`;
+    $("train-progress").max = training.steps;
+    $("train-loss").textContent = `step ${e.step} / ${training.steps}: loss ${e.loss.toFixed(4)}`;
   },
   stats(e) {
     drawNorms(e.grad_norms, e.step);
-    const li = h("li", {}, h("span", { class: "step" }, `step ${e.step}`), " ",
-                 h("code", {}, e.sample));
+    const li = el("li", {}, el("span", { class: "step" }, `step ${e.step}`), " ",
+                 el("code", {}, e.sample));
     $("train-samples").prepend(li);
     document.body.dataset.trainSamples = String($("train-samples").children.length);
   },
   done(e) {
-    state.weights = e.weights;
+    training.weights = e.weights;
     $("train-status").dataset.final =
       `Done: ${e.step} steps in ${e.seconds.toFixed(1)} s, final loss ${e.loss.toFixed(4)}. ` +
       "The attention panel now uses the trained weights.";
@@ -154,7 +144,7 @@ const HANDLERS = {
 };
 
 function finish(controller, text, kind = "") {
-  if (state.controller === controller) state.controller = null;
+  if (training.controller === controller) training.controller = null;
   $("train-start").disabled = false;
   $("train-stop").disabled = true;
   status(text, kind || $("train-status").dataset.kind || "");
@@ -164,13 +154,13 @@ function finish(controller, text, kind = "") {
 }
 
 function stop() {
-  if (state.controller) state.controller.abort();   // closes the stream: the run stops
+  if (training.controller) training.controller.abort();   // closes the stream: the run stops
 }
 
 function reset() {
   stop();
-  state.losses = [];
-  state.weights = null;
+  training.losses = [];
+  training.weights = null;
   $("attn-source").textContent = "a fresh (untrained) model";
   $("train-samples").replaceChildren();
   $("train-norms").replaceChildren();
@@ -208,8 +198,8 @@ function drawLoss() {
   const W = 560, H = 240, L = 44, R = 12, T = 10, B = 30;
   svg.replaceChildren();
   svg.setAttribute("viewBox", `0 0 ${W} ${H}`);
-  const pts = state.losses;
-  const maxStep = Math.max(state.steps || num("train-steps") || 1, 1);
+  const pts = training.losses;
+  const maxStep = Math.max(training.steps || num("train-steps") || 1, 1);
   const losses = pts.map((p) => p[1]);
   const hi = losses.length ? Math.max(...losses) : 6;
   const lo = losses.length ? Math.min(0, Math.min(...losses)) : 0;
@@ -247,15 +237,15 @@ function drawLoss() {
 function drawNorms(norms, step) {
   const entries = Object.entries(norms);
   const max = Math.max(...entries.map(([, v]) => v), 1e-12);
-  const rows = entries.map(([name, v]) => h("tr", {},
-    h("th", { scope: "row" }, name),
-    h("td", { class: "bar-cell" }, h("span", { class: "bar", style: `width:${(100 * v / max).toFixed(1)}%` })),
-    h("td", { class: "num" }, v.toExponential(2))));
-  const table = h("table", { class: "norms" },
-    h("caption", {}, `Gradient L2 norm per parameter group at step ${step} (before clipping)`),
-    h("thead", {}, h("tr", {}, h("th", { scope: "col" }, "group"), h("th", { scope: "col" }, "relative"),
-                     h("th", { scope: "col" }, "norm"))),
-    h("tbody", {}, ...rows));
+  const rows = entries.map(([name, v]) => el("tr", {},
+    el("th", { scope: "row" }, name),
+    el("td", { class: "bar-cell" }, el("span", { class: "bar", style: `width:${(100 * v / max).toFixed(1)}%` })),
+    el("td", { class: "num" }, v.toExponential(2))));
+  const table = el("table", { class: "norms" },
+    el("caption", {}, `Gradient L2 norm per parameter group at step ${step} (before clipping)`),
+    el("thead", {}, el("tr", {}, el("th", { scope: "col" }, "group"), el("th", { scope: "col" }, "relative"),
+                     el("th", { scope: "col" }, "norm"))),
+    el("tbody", {}, ...rows));
   $("train-norms").replaceChildren(table);
 }
 
@@ -286,30 +276,28 @@ function tokenText(t) { return t === " " ? "␣" : t; }
 function heat(matrix, tokens, kind, caption) {
   const flat = matrix.flat();
   const m = kind === "grad" ? Math.max(...flat.map(Math.abs), 1e-300) : 1;
-  const head = h("tr", {}, h("th", { scope: "col", class: "corner" }, "q \\ k"),
-    ...tokens.map((t) => h("th", { scope: "col" }, tokenText(t))));
-  const rows = matrix.map((row, i) => h("tr", {}, h("th", { scope: "row" }, tokenText(tokens[i])),
+  const head = el("tr", {}, el("th", { scope: "col", class: "corner" }, "q \\ k"),
+    ...tokens.map((t) => el("th", { scope: "col" }, tokenText(t))));
+  const rows = matrix.map((row, i) => el("tr", {}, el("th", { scope: "row" }, tokenText(tokens[i])),
     ...row.map((v, j) => {
       const future = j > i;
       const rgb = future ? [255, 255, 255] : kind === "grad" ? blueOrange(v / m) : whiteBlue(v);
       const text = future ? "" : kind === "prob" || v === 0 || Math.abs(v) >= 0.01
         ? v.toFixed(2) : v.toExponential(0);
-      return h("td", { style: `background:rgb(${rgb});color:${ink(rgb)}`, title: String(v),
+      return el("td", { style: `background:rgb(${rgb});color:${ink(rgb)}`, title: String(v),
                        "data-v": String(v) }, text);
     })));
-  return h("table", { class: `heat attn ${kind}` }, h("caption", {}, caption),
-           h("thead", {}, head), h("tbody", {}, ...rows));
+  return el("table", { class: `heat attn ${kind}` }, el("caption", {}, caption),
+           el("thead", {}, head), el("tbody", {}, ...rows));
 }
 
 async function showAttention() {
   const prompt = $("attn-prompt").value;
-  const body = state.weights ? { weights: state.weights, prompt }
+  const body = training.weights ? { weights: training.weights, prompt }
     : { seed: num("train-seed"), model: settings().model, prompt };
   $("attn-status").textContent = "Computing…";
-  const r = await fetch("/api/v1/model/attention", {
-    method: "POST", headers: { "Content-Type": "application/json" }, body: JSON.stringify(body),
-  });
-  const out = await r.json();
+  const r = await postJSON("/api/v1/model/attention", body);
+  const out = r.data;
   if (!r.ok) {
     $("attn-status").textContent = `Refused (${r.status}): ${out.error?.message}`;
     return;
@@ -318,8 +306,8 @@ async function showAttention() {
   const blocks = [];
   for (let l = 0; l < L; l++) {
     for (let hd = 0; hd < H; hd++) {
-      blocks.push(h("div", { class: "attn-head" },
-        h("h4", {}, `Layer ${l}, head ${hd}`),
+      blocks.push(el("div", { class: "attn-head" },
+        el("h4", {}, `Layer ${l}, head ${hd}`),
         heat(out.probs[l][hd], out.tokens, "prob", "probabilities P (row: query, column: key)"),
         heat(out.grads[l][hd], out.tokens, "grad", "gradient ∂loss/∂P")));
     }

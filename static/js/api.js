@@ -1,5 +1,6 @@
-// The page's HTTP (issue 9): a class presses Run in the same minute, so a busy sandbox is
-// normal, not the student's fault.
+// Every HTTP call of the page goes through here: one place for what every request needs
+// (headers, the body's JSON, retries and the access token). Issue 9: a class presses Run
+// in the same minute, so a busy sandbox is normal, not the student's fault.
 // - 503: wait Retry-After plus a random jitter (so thirty tabs do not retry in the same
 //   instant), a few tries, then a BusyError the page shows apart from input errors.
 // - 401: the sandbox wants a token (GLASSLLM_API_TOKEN); ask once in a small dialog, keep
@@ -7,6 +8,7 @@
 // - every request carries a per-tab X-Client-ID, the key the sandbox's fair queue uses.
 
 import { el } from "./dom.js";
+import { toJSON } from "./wire.js";
 
 export const TRIES = 4;                 // the first try and three retries
 export const JITTER_MS = 1000;          // + up to 1 s at random on each wait
@@ -19,6 +21,31 @@ export const BUSY_TEXT = "The sandbox is busy right now (many people are running
 /** Thrown when every try answered 503: show BUSY_TEXT, not an input error. */
 export class BusyError extends Error {
   constructor(error) { super(BUSY_TEXT); this.name = "BusyError"; this.error = error; }
+}
+
+/** GET url as JSON; throws when the answer is not 2xx. */
+export async function getJSON(url) {
+  const res = await fetchWithRetry(url);
+  if (!res.ok) throw new Error(`${url}: HTTP ${res.status}`);
+  return res.json();
+}
+
+/** POST body (wire JSON, SPEC H3) to url; resolves to {ok, status, data} for any HTTP
+ *  answer, refusals included (their data is the error body); throws only when the
+ *  sandbox did not answer, or (BusyError) was busy on every try. `onRetry(attempt, ms)`
+ *  is told before each wait for a retry. */
+export async function postJSON(url, body, { onRetry } = {}) {
+  const res = await fetchWithRetry(url, { method: "POST",
+    headers: { "Content-Type": "application/json" }, body: toJSON(body) }, { onRetry });
+  return { ok: res.ok, status: res.status, data: await res.json() };
+}
+
+/** POST body as JSON and answer with the raw Response, for a Server-Sent-Events stream
+ *  read with fetch (EventSource cannot POST); `signal` aborts it, closing the stream. */
+export async function postStream(url, body, signal) {
+  return fetchWithRetry(url, { method: "POST", signal,
+    headers: { "Content-Type": "application/json", Accept: "text/event-stream" },
+    body: JSON.stringify(body) });
 }
 
 function session() {
@@ -61,7 +88,7 @@ const wait = (ms) => new Promise((resolve) => setTimeout(resolve, ms));
  * `onRetry(attempt, ms)` is told before each wait (the page shows "retrying…").
  * Resolves to the Response (any status but 503); rejects with BusyError after TRIES 503s.
  */
-export async function fetchWithRetry(url, init = {}, { onRetry } = {}) {
+async function fetchWithRetry(url, init = {}, { onRetry } = {}) {
   let asked = false;
   for (let attempt = 1; ; attempt++) {
     const res = await fetch(url, withHeaders(init));
@@ -84,7 +111,7 @@ export async function fetchWithRetry(url, init = {}, { onRetry } = {}) {
 }
 
 /** A small modal dialog asking for the sandbox's token; resolves to it, or null. */
-export function askToken() {
+function askToken() {
   return new Promise((resolve) => {
     const input = el("input", { type: "password", id: "token-input", autocomplete: "off" });
     const label = el("label", { for: "token-input", text: "This sandbox needs an access token (ask your instructor):" });
@@ -101,9 +128,4 @@ export function askToken() {
     dialog.showModal();
     input.focus();
   });
-}
-
-/** The busy notice: a polite status, styled apart from the red input errors. */
-export function busyNotice() {
-  return el("p", { class: "msg busy", role: "status", text: BUSY_TEXT });
 }
