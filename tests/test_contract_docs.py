@@ -42,7 +42,7 @@ def cited_clause_ids() -> set[str]:
     found = set()
     for folder in ("glassllm", "service", "static", "tests"):
         for path in (ROOT / folder).rglob("*"):
-            if "vendor" in path.parts:  # third-party files (axe-core, layout libraries) cite no clauses
+            if "vendor" in path.parts:  # third-party files (axe-core and such) cite no clauses
                 continue
             if path.suffix in {".py", ".js", ".html", ".css"} and path.is_file():
                 found |= set(CLAUSE_ID.findall(path.read_text(encoding="utf-8")))
