@@ -145,13 +145,16 @@ def test_lr_zero_leaves_the_parameters_where_they_are():
     np.testing.assert_array_equal(steps(AdamW, lr=0.0), [1.0, -1.0, 0.5])
 
 
-def test_clip_grad_norm_at_exactly_max_norm_leaves_the_gradient_alone():
+def test_clip_grad_norm_at_its_boundary_follows_torch():
+    """torch.nn.utils.clip_grad_norm_: coef = min(max_norm / (norm + 1e-6), 1), applied
+    always (issue 11). At max_norm = norm + 1e-6 the coefficient is exactly 1: unchanged;
+    at max_norm = norm it is 5 / (5 + 1e-6): scaled."""
     p = Tensor(np.zeros(2), requires_grad=True)
     p.grad = np.array([3.0, 4.0])
-    assert clip_grad_norm([p], 5.0) == 5.0
+    assert clip_grad_norm([p], 5.0 + 1e-6) == 5.0
     np.testing.assert_array_equal(p.grad, [3.0, 4.0])
     p.grad = np.array([3.0, 4.0])
-    assert clip_grad_norm([p], np.nextafter(5.0, 0.0)) == 5.0      # just under: clipped
+    assert clip_grad_norm([p], 5.0) == 5.0
     assert p.grad[0] < 3.0
     np.testing.assert_allclose(p.grad, np.array([3.0, 4.0]) * 5.0 / (5.0 + 1e-6), rtol=1e-15)
 
