@@ -95,8 +95,9 @@ def test_resources_match_the_limits():
     res = container()["resources"]
     cpu = quantity(res["limits"]["cpu"])
     assert cpu == quantity(res["requests"]["cpu"]) == 1          # one worker per pod
-    # the sandbox's own default: 2 computations per CPU of the quota
-    assert int(data["GLASSLLM_MAX_CONCURRENCY"]) == 2 * cpu
+    # the sandbox's own default: one compute slot per CPU of the quota (issue 9: workers ×
+    # slots × BLAS threads fit the CPUs; more requests wait in the queue)
+    assert int(data["GLASSLLM_MAX_CONCURRENCY"]) == cpu
     # memory: a worker (~50 MiB measured idle) + every concurrent computation at 128 bytes
     # per graph element (measured: an /api/v1/eval of a 3.9M-element graph peaks at ~410
     # MiB, its values and gradients as JSON included; docs/deploy.md)
