@@ -150,3 +150,11 @@ def test_layer_shape_errors_name_the_weight():
         transformer_block_shape((1, 2, 4), (3,), (4, 4), (4, 4), (4, 4), (4, 4), (4,),
                                 (4, 6), (6, 4), (4, 6), 2, 2, (2, 1), (2, 1))
     assert err.value.input == "attn_norm"
+
+
+def test_every_bad_setting_is_listed_separated_by_semicolons():
+    with pytest.raises(SettingsError) as err:
+        Settings(max_body_bytes=0, max_json_depth=1)
+    assert str(err.value) == (
+        "invalid settings: GLASSLLM_MAX_BODY_BYTES=0: Input should be greater than or equal"
+        " to 1; GLASSLLM_MAX_JSON_DEPTH=1: Input should be greater than or equal to 2")
