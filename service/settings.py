@@ -14,7 +14,6 @@ from pydantic import Field, ValidationError, field_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from glassllm.limits import Limits
-from service.cpus import available_cpus
 
 ENV_PREFIX = "GLASSLLM_"
 GiB = 1024 ** 3
