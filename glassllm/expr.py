@@ -44,7 +44,7 @@ from glassllm.gradcheck import gradcheck
 from glassllm.registry import L06, LimitError, Op
 from glassllm.shapes import ShapeError
 from glassllm.tensor import Tensor, summed_axes
-from glassllm.wire import WireError, coerce, encode_array
+from glassllm.wire import WireError, coerce, encode_array, is_base64
 
 __all__ = ["ExprError", "Limits", "evaluate", "parse"]
 
@@ -321,7 +321,11 @@ class Builder:
             return self.by_var[key]
         raw, rg = self.variables[name]
         try:
-            value = coerce(kind, name, raw, maybe_bools=self.maybe_bools)
+            value = coerce(kind, name, raw, maybe_bools=self.maybe_bools,
+                           max_elements=self.limits.max_array_elements)
+        except LimitError as exc:
+            raise ExprError(f"variable '{name}': {exc.rule}", status=413, code="too_large",
+                            input=f"variables.{name}") from None
         except WireError as exc:
             raise ExprError(f"variable '{name}', read as {kind} ({why}): {exc.rule}",
                             input=f"variables.{name}", span=self.p.span(where)) from None
@@ -679,7 +683,7 @@ def _variables(variables: Any) -> dict[str, tuple[Any, bool | None]]:
         rg = None
         if isinstance(spec, Tensor):
             value, rg = spec.data, spec.requires_grad
-        elif isinstance(spec, dict):
+        elif isinstance(spec, dict) and not is_base64(spec):
             extra = sorted(set(spec) - {"value", "requires_grad"})
             if extra or "value" not in spec:
                 raise ExprError(f"variable '{name}' must be {{\"value\": ..., \"requires_grad\":"

@@ -28,7 +28,7 @@ from numpy.lib.array_utils import normalize_axis_index, normalize_axis_tuple
 
 from glassllm import Tensor, autograd, layers, no_grad
 from glassllm.shapes import ShapeError, index_shape, matmul_cost, matmul_shape, probe
-from glassllm.wire import ARRAY_KINDS, WireError, coerce
+from glassllm.wire import ARRAY_KINDS, LimitError, WireError, coerce
 
 __all__ = [
     "OPS",
@@ -54,15 +54,6 @@ REQUIRED: Any = type("Required", (), {"__repr__": lambda self: "REQUIRED"})()
 
 L06 = ("gradients flow to Tensors only, never to index selectors, masks, constant exponents,"
        " repeat counts or trig tables (SPEC L0.6)")
-
-
-class LimitError(ValueError):
-    """A request that would exceed a size limit (HTTP 413, SPEC H5); names the input."""
-
-    def __init__(self, name: str, rule: str):
-        super().__init__(f"input '{name}': {rule}")
-        self.input = name
-        self.rule = rule
 
 
 # --------------------------------------------------------------------------------------
@@ -582,7 +573,8 @@ def coerce_inputs(op: Op, inputs: Mapping[str, Any], *, maybe_bools: bool = True
                 raise WireError(spec.name, f"is required by {op.name}")
             args[spec.name] = spec.default
             continue
-        value = coerce(spec.kind, spec.name, inputs[spec.name], maybe_bools=maybe_bools)
+        value = coerce(spec.kind, spec.name, inputs[spec.name], maybe_bools=maybe_bools,
+                       max_elements=max_array_elements)
         if (max_array_elements is not None and spec.kind in ARRAY_KINDS
                 and np.size(value) > max_array_elements):
             raise LimitError(spec.name, f"has {np.size(value)} elements; the limit is"

@@ -8,14 +8,16 @@ from glassllm.registry import OPS
 from glassllm.runtime import tune_malloc
 from service import errors, numpy_warnings, schemas
 from service.limits import ComputeSlots
-from service.routes import allow_head, health, ops, pages
+from service.routes import allow_head, batch, check, dist, health, ops, pages
 from service.routes import eval as eval_routes
 from service.settings import Settings
 
 DESCRIPTION = """Runs glassllm's ops forward and backward and returns values and gradients.
 
 Arrays are JSON numbers and nested lists of float64; non-finite floats are the strings
-"NaN", "Infinity", "-Infinity". Every op, its inputs and runnable examples: `GET /api/v1/ops`.
+"NaN", "Infinity", "-Infinity"; any array may also travel exactly as
+{"dtype", "shape", "base64"} (little-endian), and "encoding": "base64" asks for answers in
+that form. Every op, its inputs and runnable examples: `GET /api/v1/ops`.
 """
 
 
@@ -30,7 +32,8 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     app.state.settings = settings
     app.state.slots = ComputeSlots(settings.max_concurrency, settings.retry_after_seconds)
     errors.install(app)
-    for router in (health.router, ops.router, eval_routes.router):
+    for router in (health.router, ops.router, eval_routes.router, batch.router, check.router,
+                   dist.router):
         app.include_router(allow_head(router))       # HEAD wherever GET (the page: pages.py)
     pages.install(app, settings.static_dir)
 

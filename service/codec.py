@@ -11,7 +11,7 @@ from typing import Any
 import numpy as np
 import orjson
 
-from glassllm.wire import encode_array
+from glassllm.wire import encode_array, encode_base64
 
 _ESCAPE = re.compile(rb"\\.", re.S)  # a backslash and the byte it escapes
 _NOT_STRUCTURE = bytes(c for c in range(256) if c not in b'[]{}"')
@@ -43,6 +43,12 @@ def encode_value(arr: np.ndarray) -> Any:
     if arr.ndim == 0 or not np.isfinite(arr).all():
         return encode_array(arr)
     return np.ascontiguousarray(arr)
+
+
+def encode_as(arr: np.ndarray, encoding: str) -> Any:
+    """`encode_value` for ``"json"``; ``{"dtype", "shape", "base64"}`` for ``"base64"``."""
+    return encode_base64(np.asarray(arr, dtype=np.float64)) if encoding == "base64" \
+        else encode_value(arr)
 
 
 def dumps(obj: Any) -> bytes:

@@ -15,7 +15,7 @@ from glassllm.registry import LimitError, Op
 from glassllm.shapes import ShapeError
 from glassllm.wire import WireError, coerce
 from service import numpy_warnings
-from service.codec import dumps, encode_value
+from service.codec import dumps, encode_as
 from service.errors import ApiError
 from service.settings import Settings
 
@@ -28,10 +28,11 @@ def parse_envelope(op: Op, body: Any) -> tuple[dict, list[str] | None, Any]:
         raise ApiError(422, "invalid_request", "the body must be a JSON object"
                        ' {"inputs": {...}, "requires_grad": [...], "grad_output": ...}',
                        op=op.name, input="request body")
-    extra = sorted(set(body) - {"inputs", "requires_grad", "grad_output"})
+    extra = sorted(set(body) - {"inputs", "requires_grad", "grad_output", "encoding"})
     if extra:
         raise ApiError(422, "invalid_request", f"unknown field '{extra[0]}'; the fields are"
-                       " inputs, requires_grad, grad_output", op=op.name, input=extra[0])
+                       " inputs, requires_grad, grad_output, encoding", op=op.name,
+                       input=extra[0])
     inputs = body.get("inputs")
     if not isinstance(inputs, dict):
         raise ApiError(422, "invalid_request", "'inputs' must be an object of input name →"
@@ -46,6 +47,31 @@ def parse_envelope(op: Op, body: Any) -> tuple[dict, list[str] | None, Any]:
 
 def compute(op: Op, body: Any, maybe_bools: bool, settings: Settings) -> bytes:
     """Run in a worker thread; raises ApiError for every refusal."""
+    encoding = encoding_of(body, op.name)
+    result, warnings = compute_result(op, body, maybe_bools, settings)
+    return dumps(answer(op.name, result, warnings, encoding))
+
+
+def encoding_of(body: Any, op: str | None = None) -> str:
+    """The body's ``"encoding"``: ``"json"`` (default) or ``"base64"`` (issue 12)."""
+    encoding = body.get("encoding", "json") if isinstance(body, dict) else "json"
+    if encoding not in ("json", "base64"):
+        raise ApiError(422, "invalid_request", "'encoding' must be \"json\" or \"base64\"",
+                       op=op, input="encoding")
+    return encoding
+
+
+def answer(op: str, result: registry.OpResult, warnings: list[str], encoding: str) -> dict:
+    """The answer object of one op call (H2), arrays in the asked `encoding`."""
+    return {"op": op, "value": encode_as(result.value, encoding),
+            "shape": list(result.value.shape),
+            "grads": {name: encode_as(grad, encoding) for name, grad in result.grads.items()},
+            "warnings": warnings}
+
+
+def compute_result(op: Op, body: Any, maybe_bools: bool,
+                   settings: Settings) -> tuple[registry.OpResult, list[str]]:
+    """One op call, start to finish: the NumPy result and the warnings; ApiError refuses."""
     try:
         inputs, requires_grad, grad_output = parse_envelope(op, body)
         args = registry.coerce_inputs(op, inputs, maybe_bools=maybe_bools,
@@ -64,7 +90,8 @@ def compute(op: Op, body: Any, maybe_bools: bool, settings: Settings) -> bytes:
         registry.check_grad_output_has_a_backward(op, wanted, grad_output)
         g = None
         if grad_output is not None:
-            g = coerce("tensor", "grad_output", grad_output, maybe_bools=maybe_bools)
+            g = coerce("tensor", "grad_output", grad_output, maybe_bools=maybe_bools,
+                       max_elements=settings.max_result_elements)
             if g.shape != plan.shape:
                 raise WireError("grad_output", f"has shape {list(g.shape)} but the output of"
                                 f" {op.name} has shape {list(plan.shape)}")
@@ -87,13 +114,7 @@ def compute(op: Op, body: Any, maybe_bools: bool, settings: Settings) -> bytes:
         raise ApiError(413, "too_large", str(exc), op=op.name, input=exc.input) from None
     except MemoryError:
         raise ApiError(413, "too_large", "the computation ran out of memory", op=op.name) from None
-    return dumps({
-        "op": op.name,
-        "value": encode_value(result.value),
-        "shape": list(result.value.shape),
-        "grads": {name: encode_value(grad) for name, grad in result.grads.items()},
-        "warnings": warnings,
-    })
+    return result, warnings
 
 
 def numpy_error(op: Op, inputs: dict, exc: Exception) -> ApiError:

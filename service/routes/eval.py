@@ -19,14 +19,16 @@ from starlette.responses import Response
 from glassllm.examples import EXAMPLES
 from glassllm.expr import ExprError, Limits, evaluate
 from service import numpy_warnings, schemas
+from glassllm.wire import coerce, encode_base64
 from service.codec import dumps
+from service.dispatch import encoding_of
 from service.errors import ApiError
 from service.limits import read_json
 from service.settings import Settings
 
 router = APIRouter(prefix="/api/v1", tags=["expressions"])
 ERRORS = {s: {"model": schemas.ErrorBody} for s in (400, 413, 415, 422, 503)}
-FIELDS = ("expression", "variables", "grad_output", "check")
+FIELDS = ("expression", "variables", "grad_output", "check", "encoding")
 _EXAMPLES_JSON = orjson.dumps({"examples": EXAMPLES})
 
 
@@ -65,6 +67,17 @@ def limits_of(settings: Settings) -> Limits:
 
 def compute(body: Any, maybe_bools: bool, settings: Settings) -> bytes:
     """Run in a worker thread; every refusal is an ApiError."""
+    encoding = encoding_of(body)
+    result = evaluate_body(body, maybe_bools, settings)
+    if encoding == "base64":          # value and grads; the nodes stay JSON
+        result["value"] = encode_base64(coerce("tensor", "value", result["value"]))
+        result["grads"] = {k: encode_base64(coerce("tensor", k, v))
+                           for k, v in result["grads"].items()}
+    return dumps(result)
+
+
+def evaluate_body(body: Any, maybe_bools: bool, settings: Settings) -> dict:
+    """One ``/api/v1/eval`` body evaluated: `glassllm.expr.evaluate`'s dict; ApiError refuses."""
     if not isinstance(body, dict):
         raise ApiError(422, "invalid_request", 'the body must be a JSON object {"expression":'
                        ' "...", "variables": {...}, "grad_output": ..., "check": false}',
@@ -87,7 +100,7 @@ def compute(body: Any, maybe_bools: bool, settings: Settings) -> bytes:
                        **exc.detail()) from None
     except MemoryError:
         raise ApiError(413, "too_large", "the computation ran out of memory") from None
-    return dumps(result)
+    return result
 
 
 @router.post("/eval", response_model=EvalResult, responses=ERRORS,
@@ -105,7 +118,8 @@ def compute(body: Any, maybe_bools: bool, settings: Settings) -> bytes:
                                 "grad_output": {"anyOf": [
                                     {"type": "null"},
                                     {"$ref": "#/components/schemas/FloatArray"}]},
-                                "check": {"type": "boolean"}}},
+                                "check": {"type": "boolean"},
+                                "encoding": {"enum": ["json", "base64"]}}},
                  "example": EXAMPLES[1]["request"]}}}})
 async def eval_expression(request: Request) -> Response:
     settings = request.app.state.settings

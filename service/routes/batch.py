@@ -1,0 +1,102 @@
+"""``POST /api/v1/batch``: several op calls and expressions in one request (issue 12).
+
+The cases are answered independently and in order: each answer is the case's result (the
+body ``POST /api/v1/ops/{name}`` or ``POST /api/v1/eval`` would give, without the eval's
+node list) or its own ``{"error": {...}}``, so one bad case never spoils the others.
+
+Bounded up front (H5): at most ``GLASSLLM_MAX_BATCH`` cases, and the planned work of all
+cases together (`service.case.planned_work`: input, output and intermediate elements plus
+matmul multiply-adds) at most ``GLASSLLM_MAX_MATMUL_MADDS`` — the work one request may do.
+A batch past either bound is refused whole with 413, naming the case that pushes it over,
+before any case is computed.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from fastapi import APIRouter, Request
+from starlette.concurrency import run_in_threadpool
+from starlette.responses import Response
+
+from service import schemas
+from service.case import Solved, planned_work, solve
+from service.codec import dumps, encode_as
+from service.dispatch import encoding_of
+from service.errors import ApiError
+from service.limits import read_json
+from service.settings import Settings
+
+router = APIRouter(prefix="/api/v1", tags=["tools"])
+ERRORS = {s: {"model": schemas.ErrorBody} for s in (413, 415, 422, 503)}
+
+
+def answer(solved: Solved, encoding: str) -> dict:
+    out: dict[str, Any] = {"op": solved.op} if solved.op else {}
+    out.update({"value": encode_as(solved.value, encoding), "shape": list(solved.value.shape),
+                "grads": {k: encode_as(g, encoding) for k, g in solved.grads.items()},
+                "warnings": solved.warnings})
+    return out
+
+
+def compute(body: Any, maybe_bools: bool, settings: Settings) -> bytes:
+    """Run in a worker thread: bound the batch, then answer each case on its own."""
+    if not isinstance(body, dict) or not isinstance(body.get("cases"), list):
+        raise ApiError(422, "invalid_request", 'the body must be {"cases": [...], "encoding":'
+                       ' "json" | "base64"}', input="cases")
+    extra = sorted(set(body) - {"cases", "encoding"})
+    if extra:
+        raise ApiError(422, "invalid_request", f"unknown field '{extra[0][:40]}'; the fields"
+                       " are cases, encoding", input=extra[0][:40])
+    encoding = encoding_of(body)
+    cases = body["cases"]
+    if len(cases) > settings.max_batch:
+        raise ApiError(413, "too_large", f"the batch has {len(cases)} cases; the limit is"
+                       f" {settings.max_batch} (GLASSLLM_MAX_BATCH)",
+                       input=f"cases[{settings.max_batch}]")
+    total = 0
+    for i, case in enumerate(cases):
+        total += planned_work(case, maybe_bools, settings, f"cases[{i}]")
+        if total > settings.max_matmul_madds:
+            raise ApiError(413, "too_large", f"cases[{i}] brings the batch's planned work to"
+                           f" {total} (elements plus multiply-adds); the limit is"
+                           f" {settings.max_matmul_madds} (GLASSLLM_MAX_MATMUL_MADDS)",
+                           input=f"cases[{i}]")
+    results = []
+    for i, case in enumerate(cases):
+        try:
+            results.append(answer(solve(case, maybe_bools, settings, f"cases[{i}]"), encoding))
+        except ApiError as exc:
+            exc.extra["case"] = i
+            results.append(exc.body())
+    return dumps({"results": results})
+
+
+CASE = {"type": "object", "description": "an op call {op, inputs, requires_grad, grad_output}"
+        " or an expression {expression, variables, grad_output}",
+        "properties": {"op": {"type": "string"}, "inputs": {"type": "object"},
+                       "requires_grad": {"anyOf": [{"type": "null"},
+                                                   {"type": "array",
+                                                    "items": {"type": "string"}}]},
+                       "expression": {"type": "string"}, "variables": {"type": "object"},
+                       "grad_output": {"anyOf": [{"type": "null"},
+                                                 {"$ref": "#/components/schemas/FloatArray"}]}}}
+
+
+@router.post("/batch", responses=ERRORS, response_model=schemas.BatchResult,
+             summary="Several op calls and expressions, each answered on its own, in order",
+             openapi_extra={"requestBody": {"required": True, "content": {"application/json": {
+                 "schema": {"type": "object", "required": ["cases"],
+                            "additionalProperties": False, "properties": {
+                                "cases": {"type": "array", "items": CASE},
+                                "encoding": {"enum": ["json", "base64"]}}},
+                 "example": {"cases": [
+                     {"op": "mul", "inputs": {"a": [1.0, 2.0], "b": [3.0, 4.0]}},
+                     {"expression": "(x * x).sum()", "variables": {"x": [1.0, 2.0]}},
+                     {"op": "nope", "inputs": {}}]}}}}})
+async def batch(request: Request) -> Response:
+    settings = request.app.state.settings
+    parsed, maybe_bools = await read_json(request, settings, send='{"cases": [...]}')
+    with request.app.state.slots:
+        out = await run_in_threadpool(compute, parsed, maybe_bools, settings)
+    return Response(out, media_type="application/json")
