@@ -18,6 +18,7 @@ Pure Python + NumPy: no web framework here. Shape letters: see STYLE.md's glossa
 
 from __future__ import annotations
 
+import functools
 import math
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -28,7 +29,7 @@ from numpy.lib.array_utils import normalize_axis_index, normalize_axis_tuple
 
 from glassllm import Tensor, autograd, layers, no_grad
 from glassllm.shapes import ShapeError, index_shape, matmul_cost, matmul_shape, probe
-from glassllm.wire import ARRAY_KINDS, LimitError, WireError, coerce
+from glassllm.wire import ARRAY_KINDS, LimitError, WireError, coerce, encode_array
 
 __all__ = [
     "OPS",
@@ -43,6 +44,7 @@ __all__ = [
     "check_limits",
     "check_requires_grad",
     "coerce_inputs",
+    "example_answer",
     "get",
     "matmul_shape",
     "plan",
@@ -151,7 +153,8 @@ class Op:
         return {"name": self.name, "summary": self.summary, "clause": self.clause,
                 "module": self.module, "output": self.output,
                 "inputs": [i.describe() for i in self.inputs],
-                "examples": [e.describe() for e in self.examples]}
+                "examples": [{**e.describe(), "expected": example_answer(self.name, i)}
+                             for i, e in enumerate(self.examples)]}
 
 
 @dataclass
@@ -655,6 +658,27 @@ def run(op: Op, args: dict, requires_grad: Sequence[str] | None = None,
             grad = tensor.grad                       # None: the output does not depend on it
             grads[spec.name] = grad if grad is not None else np.zeros_like(tensor.data)
     return OpResult(value, grads)
+
+
+@functools.cache
+def example_answer(name: str, index: int) -> dict:
+    """``expected`` of the op's example `index`, complete (issue 12): the numbers the example
+    states (the reference's, SPEC Part L) and, for what it leaves out, the library's own
+    value and gradients, computed once. Wire format; a test checks every gradient against
+    central differences."""
+    op = OPS[name]
+    example = op.examples[index]
+    grad_output = None if example.grad_output is None else \
+        coerce("tensor", "grad_output", example.grad_output)
+    result = run(op, coerce_inputs(op, example.inputs), example.requires_grad, grad_output)
+    computed: dict = {"value": encode_array(result.value)}
+    if op.output == "tensor":
+        computed["grads"] = {k: encode_array(g) for k, g in result.grads.items()}
+    stated = example.expected
+    out = {**computed, **stated}
+    if "grads" in computed:
+        out["grads"] = {**computed["grads"], **stated.get("grads", {})}
+    return out
 
 
 def _data(out: Any) -> np.ndarray:
