@@ -33,7 +33,8 @@ def run(a: np.ndarray, b: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarra
 @app.post("/json")
 async def json_endpoint(request: Request) -> dict:
     body = await request.json()
-    value, ga, gb = run(np.array(body["a"], dtype=np.float64), np.array(body["b"], dtype=np.float64))
+    a, b = np.array(body["a"], dtype=np.float64), np.array(body["b"], dtype=np.float64)
+    value, ga, gb = run(a, b)
     return {"value": value.tolist(), "grads": {"a": ga.tolist(), "b": gb.tolist()}}
 
 

@@ -64,7 +64,7 @@ EXAMPLES: list[dict] = [
 def _complete(example: dict) -> dict:
     """Fill what ``expected`` leaves out (value, or a variable's gradient) with the
     library's own answer (issue 12); a test checks it against central differences."""
-    from glassllm.expr import evaluate                # expr imports registry, as we do
+    from glassllm.expr import evaluate  # expr imports registry, as we do
     r = evaluate(**example["request"])
     stated = example["expected"]
     example["expected"] = {"value": stated.get("value", r["value"]),

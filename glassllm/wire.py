@@ -10,10 +10,10 @@ accepted on input). Every refusal is a `WireError` that names the input and the 
 Exact binary arrays (issue 12): anywhere an array is accepted it may also travel as
 ``{"dtype": "float64", "shape": [2, 3], "base64": "..."}``, the little-endian bytes of the
 array in C order, base64-encoded (RFC 4648, with padding). Float inputs take ``float64``
-(or ``float32``, ``int64``, ``int32``, widened as JSON numbers are); integer inputs ``int64`` or ``int32``; masks ``bool``
-(one byte per element, 0 or 1). The element count comes from ``shape`` and is held to the
-limit *before* anything is decoded; a base64 text whose length does not hold exactly
-``prod(shape) * itemsize`` bytes, or that is not base64, is a `WireError` naming the input.
+(or ``float32``, ``int64``, ``int32``, widened as JSON numbers are); integer inputs
+``int64`` or ``int32``; masks ``bool`` (one byte per element, 0 or 1). The element count
+comes from ``shape`` and is held to the limit *before* anything is decoded; a base64 text
+whose length does not hold exactly ``prod(shape) * itemsize`` bytes, or that is not base64, is a `WireError` naming the input.
 `encode_base64` writes the same form (a response asked for with ``"encoding": "base64"``).
 
 Every integer on the wire is an int64 (ids, targets, index arrays and items, slice bounds,
@@ -305,7 +305,8 @@ def _from_base64(name: str, value: dict, family: str, limit: int | None = None) 
     if len(text) != 4 * -(-need // 3):
         pad = len(text) - len(text.rstrip("="))
         got = max(len(text) // 4 * 3 - pad, 0) if len(text) % 4 == 0 else None
-        said = f"{got} bytes" if got is not None else f"a length of {len(text)} (not a multiple of 4)"
+        said = (f"{got} bytes" if got is not None
+                else f"a length of {len(text)} (not a multiple of 4)")
         raise WireError(name, f"shape {shape} of {dtype} needs {need} bytes; the base64 text holds"
                               f" {said}")
     try:

@@ -23,8 +23,9 @@ EDGES = np.array([np.nan, np.inf, -np.inf, -0.0, 0.0, 5e-324, 2.2250738585072014
 
 
 def b64(a, dtype="float64") -> dict:
-    return {"dtype": dtype, "shape": list(np.shape(a)),
-            "base64": base64.b64encode(np.ascontiguousarray(a, dtype=np.dtype(dtype).newbyteorder("<")).tobytes()).decode()}
+    """The binary form written by hand (not by encode_base64, which it checks)."""
+    raw = np.ascontiguousarray(a, dtype=np.dtype(dtype).newbyteorder("<")).tobytes()
+    return {"dtype": dtype, "shape": list(np.shape(a)), "base64": base64.b64encode(raw).decode()}
 
 
 @pytest.fixture(scope="module")
@@ -34,7 +35,12 @@ def client():
 
 
 def post(client, path, body):
-    return client.post(path, content=orjson.dumps(body), headers={"content-type": "application/json"})
+    return client.post(path, content=orjson.dumps(body),
+                       headers={"content-type": "application/json"})
+
+
+def check(client, claimed: dict, **extra):
+    return post(client, "/api/v1/check", {**SOFTMAX, "claimed": claimed, **extra})
 
 
 # -- exact binary arrays ------------------------------------------------------------------
@@ -50,7 +56,7 @@ def test_base64_int_and_bool_kinds():
     assert coerce("int_array", "ids", b64([3, -1, 2**62], "int64")).tolist() == [3, -1, 2**62]
     assert coerce("int_array", "ids", b64([[1, 2]], "int32")).tolist() == [[1, 2]]
     assert coerce("bool_mask", "m", b64([True, False], "bool")).tolist() == [True, False]
-    with pytest.raises(WireError, match="'ids'.*dtype must be 'int64' or 'int32'"):
+    with pytest.raises(WireError, match=r"'ids'.*dtype must be 'int64' or 'int32'"):
         coerce("int_array", "ids", b64([1.0], "float64"))
     bad = {"dtype": "bool", "shape": [1], "base64": base64.b64encode(b"\x02").decode()}
     with pytest.raises(WireError, match="0 or 1"):
@@ -196,7 +202,7 @@ def softmax_grad():
 
 
 def test_check_a_right_gradient_passes(client):
-    r = post(client, "/api/v1/check", {**SOFTMAX, "claimed": {"grads": {"a": softmax_grad().tolist()}}})
+    r = check(client, {"grads": {"a": softmax_grad().tolist()}})
     body = r.json()
     assert r.status_code == 200 and body["passed"] is True
     rep = body["grads"]["a"]
@@ -209,7 +215,7 @@ def test_check_a_wrong_gradient_says_where_and_by_how_much(client):
     claimed = softmax_grad()
     expected_1 = claimed[0, 1]
     claimed[0, 1] += 0.5
-    body = post(client, "/api/v1/check", {**SOFTMAX, "claimed": {"grads": {"a": claimed.tolist()}}}).json()
+    body = check(client, {"grads": {"a": claimed.tolist()}}).json()
     rep = body["grads"]["a"]
     assert body["passed"] is False and rep["allclose"] is False and rep["mismatches"] == 1
     assert rep["mask"] == [[False, True, False]]
@@ -220,7 +226,7 @@ def test_check_a_wrong_gradient_says_where_and_by_how_much(client):
 
 
 def test_check_a_wrong_shaped_gradient(client):
-    body = post(client, "/api/v1/check", {**SOFTMAX, "claimed": {"grads": {"a": [1.0, 2.0, 3.0]}}}).json()
+    body = check(client, {"grads": {"a": [1.0, 2.0, 3.0]}}).json()
     rep = body["grads"]["a"]
     assert body["passed"] is False and rep["shape_match"] is False
     assert rep["expected_shape"] == [1, 3] and rep["given_shape"] == [3] and rep["mask"] is None

@@ -18,8 +18,8 @@ from starlette.responses import Response
 
 from glassllm.examples import EXAMPLES
 from glassllm.expr import ExprError, Limits, evaluate
-from service import numpy_warnings, schemas
 from glassllm.wire import coerce, encode_base64
+from service import numpy_warnings, schemas
 from service.codec import dumps
 from service.dispatch import encoding_of
 from service.errors import ApiError
