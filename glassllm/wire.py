@@ -13,7 +13,8 @@ array in C order, base64-encoded (RFC 4648, with padding). Float inputs take ``f
 (or ``float32``, ``int64``, ``int32``, widened as JSON numbers are); integer inputs
 ``int64`` or ``int32``; masks ``bool`` (one byte per element, 0 or 1). The element count
 comes from ``shape`` and is held to the limit *before* anything is decoded; a base64 text
-whose length does not hold exactly ``prod(shape) * itemsize`` bytes, or that is not base64, is a `WireError` naming the input.
+whose length does not hold exactly ``prod(shape) * itemsize`` bytes, or that is not
+base64, is a `WireError` naming the input.
 `encode_base64` writes the same form (a response asked for with ``"encoding": "base64"``).
 
 Every integer on the wire is an int64 (ids, targets, index arrays and items, slice bounds,
