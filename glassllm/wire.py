@@ -264,6 +264,7 @@ BASE64_DTYPES: dict[str, tuple[str, str]] = {
 _FAMILY_DTYPES = {"float": ["float64", "float32", "int64", "int32"],
                   "int": ["int64", "int32"], "bool": ["bool"]}
 MAX_NDIM = 32                     # NumPy's own limit is 64; no registry op needs more than 4
+MAX_DIM = 2 ** 31 - 1             # per axis; the element limit bounds the product
 _FAMILY = {"tensor": "float", "array": "float", "table": "float", "int_array": "int",
            "bool_mask": "bool"}
 
@@ -293,9 +294,10 @@ def _from_base64(name: str, value: dict, family: str, limit: int | None = None) 
         raise WireError(name, f"dtype must be {' or '.join(repr(d) for d in allowed)} for this"
                               f" input; got {_describe(dtype)}")
     if not isinstance(shape, list) or len(shape) > MAX_NDIM or not all(
-            _is_int(d) and d >= 0 for d in shape):
-        raise WireError(name, f"shape must be a list of at most {MAX_NDIM} non-negative"
-                              f" integers; got {_describe(shape)}")
+            _is_int(d) and 0 <= d <= MAX_DIM for d in shape):
+        got = str(shape[:MAX_NDIM + 1])[:80] if isinstance(shape, list) else _describe(shape)
+        raise WireError(name, f"shape must be a list of at most {MAX_NDIM} integers from 0 to"
+                              f" {MAX_DIM}; got {got}")
     if not isinstance(text, str):
         raise WireError(name, f"base64 must be a string; got {_describe(text)}")
     count = math.prod(shape)
@@ -317,7 +319,10 @@ def _from_base64(name: str, value: dict, family: str, limit: int | None = None) 
     if len(raw) != need:
         raise WireError(name, f"shape {shape} of {dtype} needs {need} bytes; the base64 text holds"
                               f" {len(raw)} bytes")
-    arr = np.frombuffer(raw, dtype=le).reshape(shape)
+    try:
+        arr = np.frombuffer(raw, dtype=le).reshape(shape)
+    except ValueError as exc:          # an empty array whose other axes NumPy cannot hold
+        raise WireError(name, f"shape {shape[:MAX_NDIM]} is refused by NumPy: {exc}") from None
     if family == "bool":
         as_bytes = np.frombuffer(raw, dtype=np.uint8)
         if as_bytes.size and as_bytes.max() > 1:

@@ -63,6 +63,12 @@ def test_base64_int_and_bool_kinds():
         coerce("bool_mask", "m", bad)
 
 
+@pytest.mark.parametrize("shape", [[0, 2**70], [2**30, 0, 2**30], [-1], [True], "3", [1] * 33])
+def test_a_bad_base64_shape_is_422_never_a_500(shape):
+    with pytest.raises(WireError, match="'x': shape"):
+        coerce("tensor", "x", {"dtype": "float64", "shape": shape, "base64": ""})
+
+
 def test_base64_limit_is_checked_on_the_declared_shape_before_decoding():
     """A shape of 10**12 elements with an empty text is a 413 (the limit), not a 422."""
     with pytest.raises(LimitError, match="1000000000000 elements"):
