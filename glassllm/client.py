@@ -53,6 +53,21 @@ except ImportError:                                     # pragma: no cover - tes
 
 from glassllm.wire import BASE64_DTYPES, coerce, encode_array, encode_base64, is_base64
 
+try:                    # faster JSON when present (the service extra has it); never required
+    import orjson
+
+    def _dumps(body: Any) -> bytes:
+        return orjson.dumps(body)
+
+    def _loads(data: bytes) -> Any:
+        return orjson.loads(data)
+except ImportError:     # pragma: no cover - the client extra alone
+    def _dumps(body: Any) -> bytes:
+        return json.dumps(body, allow_nan=False, separators=(",", ":")).encode()
+
+    def _loads(data: bytes) -> Any:
+        return json.loads(data)
+
 __all__ = [
     "BASE64_MIN_ELEMENTS",
     "AsyncSandbox",
@@ -311,7 +326,7 @@ class _Base:
 
     @staticmethod
     def _content(body: Any) -> bytes:
-        return json.dumps(body, allow_nan=False, separators=(",", ":")).encode()
+        return _dumps(body)
 
     def _should_retry(self, response: httpx.Response, attempt: int, start: float) -> float | None:
         if response.status_code != 503 or attempt >= self.retries:
@@ -325,7 +340,7 @@ class _Base:
     def _answer(response: httpx.Response) -> Any:
         if response.status_code >= 400:
             raise error_from(response)
-        return response.json()
+        return _loads(response.content)
 
     @staticmethod
     def _batch_results(answer: dict) -> list[Result | SandboxError]:

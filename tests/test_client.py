@@ -226,9 +226,18 @@ def test_batch_and_check_through_the_client(sb):
 
 def test_the_client_imports_neither_the_service_nor_fastapi():
     code = ("import sys, glassllm.client; bad = [m for m in sys.modules if m.split('.')[0] in"
-            " ('service', 'fastapi', 'starlette', 'pydantic', 'orjson')]; print(bad)")
+            " ('service', 'fastapi', 'starlette', 'pydantic')]; print(bad)")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "[]"
+
+
+def test_without_orjson_the_stdlib_writes_the_same_exact_json():
+    code = ("import sys; sys.modules['orjson'] = None\n"
+            "from glassllm import client as c\n"
+            "body = c.to_wire({'a': [-0.0, 5e-324, float('nan'), 1.7976931348623157e308]})\n"
+            "print(c._dumps(body).decode()); print(c._loads(c._dumps(body)) == body)")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.split() == ['{"a":[-0.0,5e-324,"NaN",1.7976931348623157e+308]}', "True"]
 
 
 def test_without_httpx_the_import_says_what_to_install():
