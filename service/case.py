@@ -40,8 +40,8 @@ class Solved:
     warnings: list[str]
 
 
-def split(case: Any, where: str, extra_fields: tuple[str, ...] = ()) -> tuple[str, dict]:
-    """``("op", body)`` or ``("expression", body)``; the body without `extra_fields`.
+def split(case: Any, where: str) -> tuple[str, dict]:
+    """``("op", body)`` or ``("expression", body)``.
 
     Raises ApiError 422 naming `where` (``cases[3]``, ``request body``) when the case is
     neither, or has a field that belongs to neither.
@@ -51,7 +51,7 @@ def split(case: Any, where: str, extra_fields: tuple[str, ...] = ()) -> tuple[st
                        " (and inputs, requires_grad, grad_output) or \"expression\" (and"
                        " variables, grad_output)", input=where)
     kind, fields = ("op", OP_FIELDS) if "op" in case else ("expression", EXPRESSION_FIELDS)
-    unknown = sorted(set(case) - set(fields) - set(extra_fields))
+    unknown = sorted(set(case) - set(fields))
     if unknown:
         raise ApiError(422, "invalid_request", f"{where}: unknown field '{unknown[0][:40]}';"
                        f" the fields of an {kind} case are {', '.join(fields)}",
@@ -59,7 +59,7 @@ def split(case: Any, where: str, extra_fields: tuple[str, ...] = ()) -> tuple[st
     if kind == "op" and not isinstance(case["op"], str):
         raise ApiError(422, "invalid_request", f"{where}: 'op' must be an op name",
                        input=f"{where}.op")
-    return kind, {k: v for k, v in case.items() if k in fields}
+    return kind, dict(case)
 
 
 def _find(name: str, where: str) -> registry.Op:
@@ -70,10 +70,13 @@ def _find(name: str, where: str) -> registry.Op:
         raise
 
 
-def solve(case: Any, maybe_bools: bool, settings: Settings, where: str = "request body",
-          extra_fields: tuple[str, ...] = ()) -> Solved:
-    """Run one case; every refusal is the ApiError its own route would answer."""
-    kind, body = split(case, where, extra_fields)
+def solve(case: Any, maybe_bools: bool, settings: Settings, where: str = "request body") -> Solved:
+    """Run one case; every refusal is the ApiError its own route would answer.
+
+    The one function both routes call for a single case: re-point it (not them) when the
+    request path changes.
+    """
+    kind, body = split(case, where)
     if kind == "op":
         op = _find(body.pop("op"), where)
         result, warnings = compute_result(op, body, maybe_bools, settings)
