@@ -13,6 +13,8 @@
    with raw httpx (json.dumps, post, .json(), np.array) — target <= 1.1x.
 
 One client, requests one after another: requests per second = 1 / the median round trip.
+BLAS runs on one thread everywhere (the sandbox inherits the setting; the PyTorch peer sets
+torch.set_num_threads(1)), so every side does the same arithmetic on the same core count.
 """
 
 from __future__ import annotations
@@ -21,14 +23,18 @@ import argparse
 import base64
 import contextlib
 import json
+import os
 import statistics
 import subprocess
 import sys
 import time
 from pathlib import Path
 
-import httpx
-import numpy as np
+for _var in ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS"):
+    os.environ.setdefault(_var, "1")         # before NumPy loads its BLAS
+
+import httpx  # noqa: E402
+import numpy as np  # noqa: E402
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
