@@ -47,12 +47,16 @@ index      a NumPy index as JSON, see `decode_index`
 
 from __future__ import annotations
 
-import base64
 import binascii
 import math
 from typing import Any
 
 import numpy as np
+
+try:    # SIMD base64, ~100x the standard library's speed; the service extra installs it
+    from pybase64 import b64decode, b64encode
+except ImportError:                                    # the core library needs NumPy alone
+    from base64 import b64decode, b64encode
 
 __all__ = [
     "ARRAY_KINDS",
@@ -313,7 +317,7 @@ def _from_base64(name: str, value: dict, family: str, limit: int | None = None) 
         raise WireError(name, f"shape {shape} of {dtype} needs {need} bytes; the base64 text holds"
                               f" {said}")
     try:
-        raw = base64.b64decode(text, validate=True)
+        raw = b64decode(text, validate=True)
     except (binascii.Error, ValueError) as exc:
         raise WireError(name, f"base64 is malformed: {exc}") from None
     if len(raw) != need:
@@ -342,7 +346,7 @@ def encode_base64(arr: Any) -> dict:
         dtype = "float64"
     data = np.ascontiguousarray(arr, dtype=BASE64_DTYPES[dtype][0])
     return {"dtype": dtype, "shape": list(arr.shape),
-            "base64": base64.b64encode(data.tobytes()).decode("ascii")}
+            "base64": b64encode(data.tobytes()).decode("ascii")}
 
 
 def encode_array(arr: Any) -> Any:

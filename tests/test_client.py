@@ -240,6 +240,17 @@ def test_without_orjson_the_stdlib_writes_the_same_exact_json():
     assert out.stdout.split() == ['{"a":[-0.0,5e-324,"NaN",1.7976931348623157e+308]}', "True"]
 
 
+def test_without_pybase64_the_stdlib_decodes_the_same_bytes():
+    code = ("import sys; sys.modules['pybase64'] = None\n"
+            "import numpy as np; from glassllm import wire\n"
+            "a = np.array([np.nan, -0.0, 5e-324, 1.7976931348623157e308])\n"
+            "e = wire.encode_base64(a)\n"
+            "print(wire.b64decode.__module__, e['base64'],"
+            " wire.coerce('tensor', 'x', e).tobytes() == a.tobytes())")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.split() == ["base64", "AAAAAAAA+H8AAAAAAAAAgAEAAAAAAAAA////////738=", "True"]
+
+
 def test_without_httpx_the_import_says_what_to_install():
     code = ("import sys; sys.modules['httpx'] = None\n"
             "try:\n    import glassllm.client\nexcept ImportError as e:\n    print(e)")
