@@ -7,7 +7,8 @@
    encode: the work no server can skip) — target <= 1.2x.
 2. The same through a plain PyTorch-behind-FastAPI endpoint taking JSON lists (what a user
    would otherwise write) — target: the client >= 10x its requests per second — and a peer
-   endpoint taking base64 arrays — target: the client no slower than 1.3x it. The peers run
+   endpoint taking base64 arrays (the standard library's base64, as a user would write
+   it) — target: the client no slower than 1.3x it. The peers run
    in their own venv (bench/torch_peer.py); skipped when --torch-python is missing.
 3. A small request (softmax of (4, 8)) through the client against the same request made
    with raw httpx (json.dumps, post, .json(), np.array) — target <= 1.1x.
@@ -41,6 +42,7 @@ sys.path.insert(0, str(ROOT))
 
 from glassllm.client import Sandbox  # noqa: E402
 from glassllm.runtime import tune_malloc  # noqa: E402
+from glassllm.wire import coerce, encode_base64  # noqa: E402
 from tests.sandbox_server import free_port, running_sandbox, wait_healthy  # noqa: E402
 
 
@@ -65,11 +67,13 @@ def dec(x: dict) -> np.ndarray:
 
 
 def floor(a_wire: dict, b_wire: dict) -> None:
-    """The in-process floor: decode, forward, backward (seed ones), encode."""
-    a, b = dec(a_wire), dec(b_wire)
+    """The in-process floor: decode, forward, backward (seed ones), encode — with the same
+    base64 codec as the sandbox (glassllm.wire: pybase64 when installed)."""
+    a, b = coerce("tensor", "a", a_wire), coerce("tensor", "b", b_wire)
     out = a @ b
     g = np.ones_like(out)
-    json.dumps({"value": enc(out), "grads": {"a": enc(g @ b.T), "b": enc(a.T @ g)}})
+    json.dumps({"value": encode_base64(out),
+                "grads": {"a": encode_base64(g @ b.T), "b": encode_base64(a.T @ g)}})
 
 
 @contextlib.contextmanager
@@ -96,7 +100,7 @@ def main() -> None:
     small = rng.standard_normal((4, 8))
     n = args.n
 
-    t_floor = median_time(lambda: floor(enc(a), enc(b)), n)
+    t_floor = median_time(lambda: floor(encode_base64(a), encode_base64(b)), n)
     with running_sandbox(env={"GLASSLLM_MAX_CONCURRENCY": "4"}) as url, Sandbox(url) as sb:
         t_client = median_time(lambda: sb.op("matmul", {"a": a, "b": b}), n)
         check = sb.op("matmul", {"a": a, "b": b})
