@@ -20,13 +20,14 @@ WORKERS ?= 1
 CHROMIUM := /usr/bin/chromium
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 
-.PHONY: help run test lint bench clean
+.PHONY: help run test lint bench mutation clean
 
 help:
 	@echo "make run    start the gradient sandbox at http://$(HOST):$(PORT)"
 	@echo "make test   run the whole test suite (installs what it needs)"
 	@echo "make lint   ruff check"
 	@echo "make bench  service latency / throughput benchmark"
+	@echo "make mutation  mutation testing (mutmut, ~30 min on 2 cores; not part of make test)"
 
 $(VPY):
 	@test -n "$(PYTHON)" || { echo "error: Python >= 3.11 not found on PATH"; exit 1; }
@@ -61,5 +62,14 @@ lint: $(VENV)/.stamp-test
 bench: $(VENV)/.stamp-service
 	$(VPY) bench/service.py
 
+$(VENV)/.stamp-mutation: pyproject.toml | $(VPY)
+	$(VPY) -m pip install --quiet -e '.[mutation]'
+	touch $@ $(VENV)/.stamp-test $(VENV)/.stamp-service
+
+# Mutation testing of the core and the service's limits (tools/mutation.py says how it
+# samples); MUTATION_ARGS="--all" runs every mutant, "--seed N" another sample.
+mutation: $(VENV)/.stamp-mutation
+	$(VPY) tools/mutation.py $(MUTATION_ARGS)
+
 clean:
-	rm -rf build dist *.egg-info .pytest_cache .ruff_cache test-artifacts
+	rm -rf build dist *.egg-info .pytest_cache .ruff_cache test-artifacts mutants

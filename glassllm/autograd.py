@@ -26,6 +26,13 @@ from typing import Any
 
 import numpy as np
 
+from glassllm.shapes import (
+    cross_entropy_rule,
+    matmul_promoted,
+    reduce_shape,
+    repeat_kv_rule,
+    rope_rule,
+)
 from glassllm.tensor import Tensor, unbroadcast
 
 __all__ = [
@@ -114,12 +121,6 @@ def _axes(axis: Any, ndim: int) -> tuple[int, ...]:
     if isinstance(axis, (int, np.integer)):
         axis = (axis,)
     return tuple(sorted(operator.index(a) % ndim if ndim else 0 for a in axis))
-
-
-def _reduced_shape(shape: tuple[int, ...], axis: Any) -> tuple[int, ...]:
-    """`shape` without the axes a reduction over `axis` removes (keepdims=False)."""
-    gone = _axes(axis, len(shape))
-    return tuple(n for i, n in enumerate(shape) if i not in gone)
 
 
 def _keepdims_grad(g: np.ndarray, axis: Any, keepdims: bool, ndim: int) -> np.ndarray:
@@ -420,8 +421,8 @@ def matmul(a: Any, b: Any) -> Tensor:
     a_data, b_data = a.data, b.data  # saved for backward
 
     def backward(g: np.ndarray):
-        a2 = a_data if a_data.ndim > 1 else a_data[np.newaxis, :]  # (1, k)
-        b2 = b_data if b_data.ndim > 1 else b_data[:, np.newaxis]  # (k, 1)
+        sa, sb = matmul_promoted(a_data.shape, b_data.shape)  # (1, k), (k, 1) for 1-D
+        a2, b2 = a_data.reshape(sa), b_data.reshape(sb)
         if b_data.ndim == 1:
             g = np.expand_dims(g, -1)
         if a_data.ndim == 1:
@@ -541,7 +542,7 @@ def max(a: Any, axis: Any = None, keepdims: bool = False) -> Tensor:
     a = _t(a)
     a_data = a.data  # saved for backward
     top = np.max(a_data, axis=axis, keepdims=True)  # saved for backward: the slice maxima
-    out = top if keepdims else top.reshape(_reduced_shape(a_data.shape, axis))
+    out = top if keepdims else top.reshape(reduce_shape(a_data.shape, axis))
 
     def backward(g: np.ndarray):
         hit = a_data == top  # a NaN max matches nothing: count 0, the slice's gradient NaN
@@ -902,16 +903,6 @@ def silu(a: Any) -> Tensor:
 # ============================================================================
 # L5  Cross-entropy
 # ============================================================================
-def _check_ce(logits: np.ndarray, targets: np.ndarray) -> None:
-    if logits.ndim != 2:
-        raise ValueError(f"cross_entropy: logits must have shape (N, V), got {logits.shape}")
-    if targets.shape != (logits.shape[0],):
-        raise ValueError(
-            f"cross_entropy: targets must have shape (N,) = ({logits.shape[0]},) to match "
-            f"logits {logits.shape}, got {targets.shape}"
-        )
-
-
 def cross_entropy_grad(logits: Any, targets: Any) -> np.ndarray:
     """Gradient of the mean cross-entropy: (softmax(logits) - one_hot(targets)) / N.
 
@@ -932,7 +923,7 @@ def cross_entropy_grad(logits: Any, targets: Any) -> np.ndarray:
         logits = logits.data
     logits = np.asarray(logits, dtype=np.float64)
     targets = _int_array(targets, "cross_entropy_grad", "targets")
-    _check_ce(logits, targets)
+    cross_entropy_rule(logits.shape, targets)
     return _cross_entropy_grad_data(logits, targets)
 
 
@@ -972,7 +963,7 @@ def cross_entropy(logits: Any, targets: Any) -> Tensor:
     """
     logits = _t(logits)
     targets = _int_array(targets, "cross_entropy", "targets")
-    _check_ce(logits.data, targets)
+    cross_entropy_rule(logits.data.shape, targets)
     x = logits.data
     logp = _log_softmax_data(x, -1)  # (N, V)
     out = -np.sum(logp[np.arange(x.shape[0]), targets]) / x.shape[0]  # N = 0 gives 0/0 = NaN
@@ -1018,18 +1009,8 @@ def rope(x: Any, cos: Any, sin: Any) -> Tensor:
     x = _t(x)
     cos = _constant(cos, "rope", "cos")
     sin = _constant(sin, "rope", "sin")
-    if x.data.ndim == 0 or x.data.shape[-1] % 2:
-        raise ValueError(
-            f"rope: the last axis of x holds (even, odd) coordinate pairs and must have even "
-            f"length; x has shape {x.data.shape}"
-        )
+    rope_rule(x.data.shape, cos.shape, sin.shape)
     x0, x1 = x.data[..., 0::2], x.data[..., 1::2]  # (..., dk/2) each
-    pairs = np.broadcast_shapes(x0.shape, cos.shape, sin.shape)  # NumPy's error if they clash
-    if pairs != x0.shape:
-        raise ValueError(
-            f"rope: cos {cos.shape} and sin {sin.shape} must broadcast to the pairs of x, "
-            f"{x0.shape} for x {x.data.shape}: the output is shaped like x (L6.1)"
-        )
     even = x0 * cos - x1 * sin
     odd = x0 * sin + x1 * cos
     out = np.stack([even, odd], axis=-1).reshape(*even.shape[:-1], 2 * even.shape[-1])
@@ -1066,12 +1047,7 @@ def repeat_kv(x: Any, repeats: int) -> Tensor:
     Clauses: L6.3.
     """
     x = _t(x)
-    if isinstance(repeats, (bool, np.bool_)) or not isinstance(repeats, (int, np.integer)):
-        raise TypeError(f"repeat_kv: repeats must be a positive int, got {repeats!r}")
-    if repeats < 1:
-        raise ValueError(f"repeat_kv: repeats must be a positive int, got {repeats}")
-    if x.data.ndim != 4:
-        raise ValueError(f"repeat_kv: x must have shape (B, Hkv, n, dk), got {x.data.shape}")
+    repeat_kv_rule(x.data.shape, repeats)
     b, hkv, n, dk = x.data.shape
     out = np.repeat(x.data, repeats, axis=1)  # (B, Hkv*repeats, n, dk)
 

@@ -76,7 +76,7 @@ def _float_type(minimum: float, rule: str, *, inclusive: bool):
     return parse
 
 
-MAX_NEW_TOKENS = 10_000  # no KV cache: each token reruns the forward pass
+MAX_NEW_TOKENS = 10_000  # past max_seq_len the KV cache is rebuilt every token: keep it bounded
 MIN_TEMPERATURE = 1e-3  # below this (but > 0) logits/T can overflow; 0 is exact greedy
 
 

@@ -29,7 +29,8 @@ from __future__ import annotations
 
 import json
 import math
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
+from contextvars import ContextVar
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
@@ -51,7 +52,7 @@ from glassllm.autograd import (
     transpose,
     tsum,
 )
-from glassllm.shapes import ShapeError
+from glassllm.shapes import ShapeError, positive_count
 
 __all__ = [
     "Attention",
@@ -77,6 +78,13 @@ __all__ = [
 ]
 
 Shape = tuple[int, ...]
+
+# A hook on the attention probabilities (B, H, n, n) of every ``attention`` call: unset
+# (None) in normal use. ``glassllm.training.attention_maps`` sets it to record them (and
+# keep their gradients); its tests set it to nudge them for finite differences. A
+# ContextVar, so one request's probe never sees another's (H6).
+ATTENTION_PROBE: ContextVar[Callable[[Tensor], Tensor] | None] = ContextVar(
+    "glassllm_attention_probe", default=None)
 
 
 # ---------------------------------------------------------------------------------------
@@ -121,11 +129,11 @@ class GlassConfig:
 
 
 def _check_heads(d: int, n_heads: int, n_kv_heads: int) -> None:
-    """Raise ShapeError (a ValueError) unless H divides d and Hkv divides H; the message
+    """Raise InputError for a head count below 1, ShapeError (a ValueError) unless H
+    divides d and Hkv divides H; the message
     names both numbers, ``input`` the head count to change."""
-    if n_heads <= 0 or n_kv_heads <= 0:
-        raise ShapeError("n_heads" if n_heads <= 0 else "n_kv_heads",
-                         f"n_heads ({n_heads}) and n_kv_heads ({n_kv_heads}) must be positive")
+    positive_count("n_heads", n_heads, "attention")       # a count below 1: InputError
+    positive_count("n_kv_heads", n_kv_heads, "attention")
     if d % n_heads:
         raise ShapeError("n_heads", f"d_model {d} is not divisible by n_heads {n_heads}")
     if n_heads % n_kv_heads:
@@ -395,6 +403,9 @@ def attention(
     scores = matmul(q, transpose(k, (0, 1, 3, 2))) / math.sqrt(dk)  # (B, H, n, n)
     future = np.triu(np.ones((n, n), dtype=bool), k=1)  # (n, n): True above the diagonal
     weights = softmax(masked_fill(scores, future, -np.inf), axis=-1)  # (B, H, n, n)
+    probe = ATTENTION_PROBE.get()
+    if probe is not None:
+        weights = probe(weights)  # (B, H, n, n): recorded (or nudged) by the caller
     heads = matmul(weights, v)  # (B, H, n, dk)
 
     merged = reshape(transpose(heads, (0, 2, 1, 3)), (B, n, n_heads * dk))  # (B, n, d)
@@ -733,18 +744,29 @@ class GlassLM(Module):
         temperature: float = 1.0,
         top_k: int | None = None,
         rng: np.random.Generator | None = None,
+        kv_cache: bool = True,
     ) -> np.ndarray:
         """Sample ``max_new_tokens`` after ``ids`` (1-D). temperature 0 means greedy.
 
-        The context is cropped to the last ``max_seq_len`` tokens; no KV cache, so every
-        step reruns the forward pass (clear, not fast).
+        The context is cropped to the last ``max_seq_len`` tokens. With ``kv_cache`` (the
+        default) each new token runs only its own position through the model, reading the
+        keys and values of the earlier ones from ``glassllm.kvcache.KVCache``; without it,
+        every step reruns the forward pass over the whole context (clear, not fast). Both
+        give the same tokens (tests/test_training.py).
         """
         rng = rng if rng is not None else np.random.default_rng(0)
         out = [int(i) for i in np.asarray(ids).reshape(-1)]
+        if kv_cache:
+            from glassllm.kvcache import next_logits_cached
+
+            next_logits = next_logits_cached(self)
+        else:
+            def next_logits(tokens: list[int]) -> np.ndarray:
+                context = np.array([tokens[-self.config.max_seq_len :]])  # (1, n)
+                return self.forward(context).data[0, -1]  # (V,)
         with no_grad():
             for _ in range(max_new_tokens):
-                context = np.array([out[-self.config.max_seq_len :]])  # (1, n)
-                logits = self.forward(context).data[0, -1]  # (V,)
+                logits = next_logits(out)  # (V,)
                 if temperature <= 0:
                     out.append(int(np.argmax(logits)))
                     continue

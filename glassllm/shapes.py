@@ -12,36 +12,36 @@ is refused before any work — and before any work done only to find that out.
   the multiply-adds of forward and backward together.
 - `index_shape(shape, index)`: ``a[index].shape`` by NumPy's basic and advanced indexing
   rules, with NumPy's IndexError messages, in time proportional to the index arrays.
+- the shape rules, one per op that checks more than NumPy does (`broadcast_rule`,
+  `reduce_shape`, `matmul_rule`, `cross_entropy_rule`, `rope_rule`, `repeat_kv_rule`;
+  the layers' are `glassllm.layers.*_shape`): each returns a `Rule`, the output shape and
+  the axes each input's gradient is summed over (L0.5). The op (`glassllm.autograd`), its
+  plan (`glassllm.registry`) and the expression ledger all call the same rule, as JAX's
+  primitives do.
 - `ShapeError`: a ValueError that names the one input whose shape breaks an op's contract,
   so the sandbox can say which input to fix (H4).
 
-Pure Python + NumPy. Shape letters: see STYLE.md's glossary.
+Pure shape logic: imports no op. Shape letters: see STYLE.md's glossary.
 """
 
 from __future__ import annotations
 
 import math
 from collections.abc import Sequence
+from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
+from numpy.lib.array_utils import normalize_axis_tuple
 
-__all__ = ["ShapeError", "index_shape", "matmul_cost", "matmul_shape", "probe"]
+from glassllm.errors import InputError, ShapeError
+
+__all__ = ["Rule", "ShapeError", "broadcast_rule", "cross_entropy_rule", "index_shape",
+           "matmul_cost", "matmul_promoted", "matmul_rule", "matmul_shape", "positive_count",
+           "probe", "reduce_shape", "repeat_kv_rule", "rope_rule", "summed_axes"]
 
 _ZERO_BYTES = np.dtype([])
 MAX_DIMS = 64                                    # NumPy's limit on an array's dimensions
-
-
-class ShapeError(ValueError):
-    """An input whose shape (or head count) breaks an op's documented contract.
-
-    A ValueError like NumPy's own (L0.4), plus ``input``: the name of the argument to fix,
-    e.g. ``"ffn_norm"`` or ``"n_heads"`` (a comma-separated list when several clash).
-    """
-
-    def __init__(self, input: str, message: str):
-        super().__init__(message)
-        self.input = input
 
 
 def probe(shape: Sequence[int]) -> np.ndarray:
@@ -49,13 +49,77 @@ def probe(shape: Sequence[int]) -> np.ndarray:
     return np.empty(tuple(shape), dtype=_ZERO_BYTES)
 
 
+@dataclass(frozen=True)
+class Rule:
+    """What an op's shape rule says: its output shape and, per differentiable input, the
+    axes of its output-shaped gradient that the backward sums to undo broadcasting (L0.5).
+
+    ``summed`` has one entry per tensor input, in the op's input order; an op that does
+    not broadcast sums nothing (``()``). For matmul the axes index the gradient of the
+    promoted operand, (…, n, k) or (…, k, m).
+    """
+
+    shape: tuple[int, ...]
+    summed: dict[str, tuple[int, ...]] = field(default_factory=dict)
+
+
+def summed_axes(grad_shape: tuple[int, ...], shape: tuple[int, ...]) -> tuple[int, ...]:
+    """Axes of a gradient of shape `grad_shape` that must be summed to get `shape`.
+
+    Broadcasting aligns shapes on the right: leading axes that `shape` lacks are
+    summed away, and axes where `shape` has 1 but the gradient does not are
+    summed with keepdims. Returned axes index `grad_shape`.
+
+    >>> summed_axes((2, 3, 4), (3, 1))
+    (0, 2)
+    """
+    extra = len(grad_shape) - len(shape)
+    if extra < 0:
+        raise ValueError(f"cannot unbroadcast a gradient of shape {grad_shape} to {shape}")
+    lead = tuple(range(extra))
+    kept = tuple(
+        extra + i for i, n in enumerate(shape) if n == 1 and grad_shape[extra + i] != 1
+    )
+    return lead + kept
+
+
+# --------------------------------------------------------------------------------------
+# elementwise ops and reductions
+# --------------------------------------------------------------------------------------
+
+def broadcast_rule(shapes: dict[str, tuple[int, ...]], tensors: Sequence[str]) -> Rule:
+    """An elementwise op (add … where, masked_fill): the output is the broadcast of all
+    `shapes` (NumPy's ValueError if they clash, L0.4); each of `tensors` gets its
+    gradient summed over the axes it was broadcast along (L0.5)."""
+    out = tuple(np.broadcast_shapes(*shapes.values()))
+    return Rule(out, {name: summed_axes(out, tuple(shapes[name])) for name in tensors})
+
+
+def reduce_shape(shape: tuple[int, ...], axis: Any, keepdims: bool = False) -> tuple[int, ...]:
+    """The shape a reduction (tsum, mean, max) over `axis` leaves; NumPy's AxisError for
+    an axis out of range or repeated (L2.1)."""
+    axes = tuple(range(len(shape))) if axis is None else normalize_axis_tuple(axis, len(shape))
+    return tuple(1 if i in axes else n for i, n in enumerate(shape) if keepdims or i not in axes)
+
+
 # --------------------------------------------------------------------------------------
 # matmul
 # --------------------------------------------------------------------------------------
 
-def _promoted(sa: tuple[int, ...], sb: tuple[int, ...]) -> tuple[tuple, tuple]:
+def matmul_promoted(sa: tuple[int, ...], sb: tuple[int, ...]) -> tuple[tuple, tuple]:
     """1-D operands as np.matmul sees them: a (k,) → (1, k), b (k,) → (k, 1)."""
     return (sa if len(sa) > 1 else (1, *sa)), (sb if len(sb) > 1 else (*sb, 1))
+
+
+
+def matmul_rule(sa: tuple[int, ...], sb: tuple[int, ...]) -> Rule:
+    """a @ b: np.matmul's output shape; each promoted operand's gradient is computed at
+    the broadcast batch shape and summed over the batch axes it was broadcast along."""
+    out, _ = matmul_shape(sa, sb)
+    a2, b2 = matmul_promoted(sa, sb)
+    batch = tuple(np.broadcast_shapes(a2[:-2], b2[:-2]))
+    return Rule(out, {"a": summed_axes((*batch, *a2[-2:]), a2),
+                      "b": summed_axes((*batch, *b2[-2:]), b2)})
 
 
 def matmul_shape(sa: tuple[int, ...], sb: tuple[int, ...]) -> tuple[tuple[int, ...], int]:
@@ -67,7 +131,7 @@ def matmul_shape(sa: tuple[int, ...], sb: tuple[int, ...]) -> tuple[tuple[int, .
     if not sa or not sb:
         raise ValueError("matmul: Input operand does not have enough dimensions (a 0-d operand"
                          " is not allowed; use mul)")
-    a2, b2 = _promoted(sa, sb)                                           # (…, n, k), (…, k, m)
+    a2, b2 = matmul_promoted(sa, sb)                                # (…, n, k), (…, k, m)
     if a2[-1] != b2[-2]:
         raise ValueError("matmul: Input operand 1 has a mismatch in its core dimension 0, with"
                          " gufunc signature (n?,k),(k,m?)->(n?,m?) (size"
@@ -90,7 +154,7 @@ def matmul_cost(sa: tuple[int, ...], sb: tuple[int, ...]
     the batch into the product (a linear layer's weight: x.reshape(-1, k).T @ g.reshape(-1, m)).
     """
     out, madds = matmul_shape(sa, sb)
-    a2, b2 = _promoted(sa, sb)
+    a2, b2 = matmul_promoted(sa, sb)
     batch = math.prod(np.broadcast_shapes(a2[:-2], b2[:-2]))
     grad_a = math.prod(a2) if len(a2) == 2 else batch * a2[-2] * a2[-1]
     grad_b = math.prod(b2) if len(b2) == 2 else batch * b2[-2] * b2[-1]
@@ -216,3 +280,58 @@ def index_shape(shape: Sequence[int], index: Any) -> tuple[int, ...]:
         raise IndexError(f"number of dimensions must be within [0, {MAX_DIMS}], indexing"
                          f" result would have {len(out)}")
     return out
+
+
+# --------------------------------------------------------------------------------------
+# cross-entropy, RoPE, K/V repetition (L5, L6)
+# --------------------------------------------------------------------------------------
+
+def cross_entropy_rule(logits: tuple[int, ...], targets: Any) -> Rule:
+    """cross_entropy (L5.1, L5.3): logits (N, V), integer `targets` (N,) each inside
+    [-V, V) → a 0-d loss. ShapeError names the input; an out-of-range target is NumPy's
+    IndexError, as the gather would raise. cross_entropy_grad's output is shaped like
+    logits."""
+    logits, shape = tuple(logits), np.shape(targets)
+    if len(logits) != 2:
+        raise ShapeError("logits", f"cross_entropy: logits must have shape (N, V), got {logits}")
+    if shape != (logits[0],):
+        raise ShapeError("targets", f"cross_entropy: targets must have shape (N,) ="
+                                    f" ({logits[0]},) to match logits {logits}, got {shape}")
+    index_shape(logits, (np.arange(logits[0]), np.asarray(targets)))
+    return Rule((), {"logits": ()})
+
+
+def rope_rule(x: tuple[int, ...], cos: tuple[int, ...], sin: tuple[int, ...]) -> Rule:
+    """rope (L6.1): the output is shaped like x; the tables broadcast *to* x's (even, odd)
+    pairs, never beyond them. ShapeError for an odd last axis or tables that would widen
+    the pairs; NumPy's ValueError when they do not broadcast at all."""
+    x, cos, sin = tuple(x), tuple(cos), tuple(sin)
+    if not x or x[-1] % 2:
+        raise ShapeError("x", f"rope: the last axis of x holds (even, odd) coordinate pairs and"
+                              f" must have even length; x has shape {x}")
+    pairs = (*x[:-1], x[-1] // 2)
+    if np.broadcast_shapes(pairs, cos, sin) != pairs:                 # NumPy's error if they clash
+        clash = [n for n, t in (("cos", cos), ("sin", sin))
+                 if np.broadcast_shapes(pairs, t) != pairs]
+        raise ShapeError(", ".join(clash), f"rope: cos {cos} and sin {sin} must broadcast to the"
+                                           f" pairs of x, {pairs} for x {x}: the output is"
+                                           " shaped like x (L6.1)")
+    return Rule(x, {"x": ()})
+
+
+def positive_count(name: str, value: Any, op: str) -> int:
+    """A count that must be a positive int (repeat_kv's repeats, a head count): TypeError
+    for a non-int, `InputError` naming the input below 1."""
+    if isinstance(value, bool | np.bool_) or not isinstance(value, int | np.integer):
+        raise TypeError(f"{op}: {name} must be a positive int, got {value!r}")
+    if value < 1:
+        raise InputError(name, f"{op}: {name} must be a positive int, got {value}")
+    return int(value)
+
+
+def repeat_kv_rule(x: tuple[int, ...], repeats: Any) -> Rule:
+    """repeat_kv (L6.3): x (B, Hkv, n, dk), repeats ≥ 1 → (B, Hkv·repeats, n, dk)."""
+    repeats = positive_count("repeats", repeats, "repeat_kv")
+    if len(x) != 4:
+        raise ShapeError("x", f"repeat_kv: x must have shape (B, Hkv, n, dk), got {tuple(x)}")
+    return Rule((x[0], x[1] * repeats, x[2], x[3]), {"x": ()})

@@ -28,6 +28,8 @@ from typing import Any
 
 import numpy as np
 
+from glassllm.shapes import summed_axes
+
 __all__ = ["Tensor", "is_grad_enabled", "no_grad", "summed_axes", "unbroadcast"]
 
 # ----------------------------------------------------------------------------
@@ -171,26 +173,6 @@ def _no_grad_async_generator(func: Callable) -> Callable:
 # ----------------------------------------------------------------------------
 # Broadcasting helpers (L0.5): the one place that sums gradients back.
 # ----------------------------------------------------------------------------
-def summed_axes(grad_shape: tuple[int, ...], shape: tuple[int, ...]) -> tuple[int, ...]:
-    """Axes of a gradient of shape `grad_shape` that must be summed to get `shape`.
-
-    Broadcasting aligns shapes on the right: leading axes that `shape` lacks are
-    summed away, and axes where `shape` has 1 but the gradient does not are
-    summed with keepdims. Returned axes index `grad_shape`.
-
-    >>> summed_axes((2, 3, 4), (3, 1))
-    (0, 2)
-    """
-    extra = len(grad_shape) - len(shape)
-    if extra < 0:
-        raise ValueError(f"cannot unbroadcast a gradient of shape {grad_shape} to {shape}")
-    lead = tuple(range(extra))
-    kept = tuple(
-        extra + i for i, n in enumerate(shape) if n == 1 and grad_shape[extra + i] != 1
-    )
-    return lead + kept
-
-
 def unbroadcast(grad: np.ndarray, shape: tuple[int, ...]) -> np.ndarray:
     """Sum `grad` over the axes broadcasting expanded, so it has `shape` (L0.5).
 
@@ -449,7 +431,8 @@ class Tensor:
                 key = id(parent)
                 grads[key] = pg if key not in grads else grads[key] + pg
 
-    # -- operators delegate to glassllm.autograd (imported lazily: no cycle) ---
+    # -- operators delegate to glassllm.autograd, which imports this module: the import
+    # is made at call time (_ops), the one circle the layering allows ---
     def __add__(self, other: Any) -> Tensor:
         return _ops().add(self, other)
 

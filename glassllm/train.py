@@ -15,42 +15,14 @@ import numpy as np
 
 from glassllm import no_grad
 from glassllm.layers import GlassLM
-from glassllm.optim import AdamW, clip_grad_norm
+from glassllm.training import TrainingDiverged, get_batch, train_steps
 
-__all__ = ["TrainResult", "TrainingDiverged", "default_corpus", "get_batch", "train"]
+__all__ = ["TrainResult", "default_corpus", "train"]  # TrainingDiverged, get_batch: training.py
 
 
 def default_corpus() -> str:
     """The small English corpus shipped in ``glassllm/data/corpus.txt`` (no download)."""
     return (resources.files("glassllm") / "data" / "corpus.txt").read_text(encoding="utf-8")
-
-
-def get_batch(
-    data: np.ndarray, batch_size: int, seq_len: int, rng: np.random.Generator
-) -> tuple[np.ndarray, np.ndarray]:
-    """Random windows of ``data`` (token ids): inputs and the same windows shifted by one.
-
-    Shapes: data (T,) → ids (B, n), targets (B, n), with targets[b, t] = ids[b, t+1].
-    """
-    if len(data) < seq_len + 1:
-        raise ValueError(f"need at least seq_len + 1 = {seq_len + 1} tokens, got {len(data)}")
-    starts = rng.integers(0, len(data) - seq_len, size=batch_size)  # (B,)
-    offsets = np.arange(seq_len)  # (n,)
-    ids = data[starts[:, None] + offsets]  # (B, n)
-    targets = data[starts[:, None] + offsets + 1]  # (B, n)
-    return ids, targets
-
-
-class TrainingDiverged(FloatingPointError):
-    """Raised by ``train`` when the loss, the gradient norm or a weight stops being finite.
-
-    ``step`` is the 1-based step at which it was seen; the model's weights may already be
-    damaged, so callers must not save them.
-    """
-
-    def __init__(self, message: str, step: int):
-        super().__init__(message)
-        self.step = step
 
 
 @dataclass
@@ -71,44 +43,38 @@ def train(
     max_grad_norm: float = 1.0,
     seed: int = 0,
     on_step: Callable[[int, float, float], None] | None = None,
+    optimizer: str = "adamw",
 ) -> TrainResult:
     """Train ``model`` in place on token ids ``data`` (T,) for ``steps`` AdamW steps.
 
     Each step: draw B windows of n tokens, loss = mean next-token cross-entropy,
-    backward, clip the global gradient norm, AdamW step. ``on_step(step, loss,
-    tokens_per_second)`` is called after every step (the CLI's progress bar).
+    backward, clip the global gradient norm, AdamW (or ``optimizer="sgd"``) step. The
+    loop is ``glassllm.training.train_steps``, which the sandbox's /api/v1/train runs
+    too. ``on_step(step, loss, tokens_per_second)`` is called after every step (the
+    CLI's progress bar).
 
     Raises ``TrainingDiverged`` as soon as the loss or the gradient norm is not finite
     (before that step's update), or if after the last step a weight, or the loss of the
-    last batch recomputed with the final weights, is not finite: a nan/inf run stops
+    first batch recomputed with the final weights, is not finite: a nan/inf run stops
     instead of carrying on to (and the CLI saving) a useless model.
     """
-    seq_len = seq_len or model.config.max_seq_len
-    rng = np.random.default_rng(seed)
-    params = model.parameters()
-    optimizer = AdamW(params, lr=lr, weight_decay=weight_decay)
     result = TrainResult()
     start = time.perf_counter()
-    for step in range(1, steps + 1):
-        ids, targets = get_batch(data, batch_size, seq_len, rng)  # (B, n) each
-        optimizer.zero_grad()
-        loss = model.loss(ids, targets)  # scalar
-        if not np.isfinite(loss.item()):
-            raise TrainingDiverged(f"the loss is {loss.item()} at step {step} of {steps}", step)
-        loss.backward()
-        norm = clip_grad_norm(params, max_grad_norm)
-        if not np.isfinite(norm):
-            raise TrainingDiverged(f"the gradient norm is {norm} at step {step} of {steps}", step)
-        optimizer.step()
-        result.losses.append(loss.item())
-        result.tokens += ids.size
+    steps_run = train_steps(model, data, steps=steps, batch_size=batch_size, seq_len=seq_len,
+                            lr=lr, weight_decay=weight_decay, max_grad_norm=max_grad_norm,
+                            seed=seed, optimizer=optimizer)
+    for info in steps_run:  # glassllm.training.train_steps: the loop the service runs too
+        result.losses.append(info.loss)
+        result.tokens = info.tokens
         result.seconds = time.perf_counter() - start
         if on_step is not None:
-            on_step(step, result.losses[-1], result.tokens / max(result.seconds, 1e-9))
+            on_step(info.step, info.loss, result.tokens / max(result.seconds, 1e-9))
     for name, p in model.named_parameters():
         if not np.all(np.isfinite(p.data)):
             raise TrainingDiverged(f"weight {name} is not finite after step {steps}", steps)
     if steps >= 1:
+        ids, targets = get_batch(data, batch_size, seq_len or model.config.max_seq_len,
+                                 np.random.default_rng(seed))  # a batch to recompute
         with no_grad():  # finite but huge weights (a finite, absurd lr) can overflow here
             final = model.loss(ids, targets).item()
         if not np.isfinite(final):

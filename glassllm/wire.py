@@ -53,6 +53,8 @@ from typing import Any
 
 import numpy as np
 
+from glassllm.errors import LimitError, WireError
+
 try:    # SIMD base64, ~100x the standard library's speed; the service extra installs it
     from pybase64 import b64decode, b64encode
 except ImportError:                                    # the core library needs NumPy alone
@@ -62,7 +64,6 @@ __all__ = [
     "ARRAY_KINDS",
     "BASE64_DTYPES",
     "NONFINITE_IN",
-    "LimitError",
     "WireError",
     "coerce",
     "decode_index",
@@ -78,24 +79,6 @@ NONFINITE_IN = {
     "-Infinity": -math.inf, "-inf": -math.inf,
 }
 ARRAY_KINDS = frozenset({"tensor", "array", "table", "int_array", "bool_mask"})
-
-
-class WireError(ValueError):
-    """A JSON value that does not fit its input's kind (HTTP 422, SPEC H4)."""
-
-    def __init__(self, name: str, rule: str):
-        super().__init__(f"input '{name}': {rule}")
-        self.input = name
-        self.rule = rule
-
-
-class LimitError(ValueError):
-    """A request that would exceed a size limit (HTTP 413, SPEC H5); names the input."""
-
-    def __init__(self, name: str, rule: str):
-        super().__init__(f"input '{name}': {rule}")
-        self.input = name
-        self.rule = rule
 
 
 # --------------------------------------------------------------------------------------

@@ -4,12 +4,14 @@ from __future__ import annotations
 
 from fastapi import FastAPI
 
+from glassllm import float_warnings
 from glassllm.registry import OPS
 from glassllm.runtime import tune_malloc
-from service import errors, numpy_warnings, schemas
+from service import errors, schemas
 from service.limits import ComputeSlots
-from service.routes import allow_head, batch, check, dist, health, ops, pages
+from service.routes import allow_head, batch, check, contract, dist, health, ops, pages
 from service.routes import eval as eval_routes
+from service.routes import train as train_routes
 from service.settings import Settings
 
 DESCRIPTION = """Runs glassllm's ops forward and backward and returns values and gradients.
@@ -25,7 +27,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     settings = settings or Settings()
     # NumPy's warnings-module warnings become exceptions that the routes turn into the
     # response's "warnings" (H4); set here so every uvicorn worker process has it.
-    numpy_warnings.install()
+    float_warnings.install()
     tune_malloc()  # each worker process keeps freed NumPy buffers for reuse (runtime.py)
     app = FastAPI(title="glassllm gradient sandbox", version="0.1.0", description=DESCRIPTION,
                   docs_url=None, redoc_url=None)
@@ -35,7 +37,9 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     for router in (health.router, ops.router, eval_routes.router, batch.router, check.router,
                    dist.router):
         app.include_router(allow_head(router))       # HEAD wherever GET (the page: pages.py)
+    train_routes.install(app)                        # /api/v1/train, /api/v1/model/attention
     pages.install(app, settings.static_dir)
+    app.include_router(allow_head(contract.router))  # the contract, docs/*.md (H7)
 
     def openapi() -> dict:
         if app.openapi_schema is None:

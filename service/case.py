@@ -2,10 +2,17 @@
 
 A case is ``{"op": name, "inputs": {...}, "requires_grad": [...], "grad_output": ...}`` (the
 body of ``POST /api/v1/ops/{name}`` with the op's name in it) or ``{"expression": ...,
-"variables": {...}, "grad_output": ...}`` (the body of ``POST /api/v1/eval``). `solve` runs
-one through the same path as those routes (`service.dispatch.compute_result`,
-`service.routes.eval.evaluate_body`): the same validation, limits and errors.
-`planned_work` is what a batch adds up before it computes anything.
+"variables": {...}, "grad_output": ...}`` (the body of ``POST /api/v1/eval``). It goes
+through the library's one request path in two steps, as the ops route does
+(`service.dispatch`):
+
+- `prepare_case`: every check, no compute. An op case is `glassllm.registry.prepare`'s
+  `Prepared`; an expression is planned node by node (`glassllm.expr.planned_cost`). Either
+  way its ``cost`` (elements, multiply-adds) is known here, so a batch bounds the sum of its
+  cases' costs before it computes anything. A refusal is kept as the case's answer.
+- `run_case`: `glassllm.registry.run` for an op (compute only), `evaluate` for an expression.
+
+`solve` is both steps for a single case (``POST /api/v1/check``).
 """
 
 from __future__ import annotations
@@ -16,13 +23,12 @@ from typing import Any
 import numpy as np
 
 from glassllm import registry
-from glassllm.expr import Builder, ExprError, _variables, parse
-from glassllm.registry import LimitError
-from glassllm.shapes import ShapeError
-from glassllm.wire import ARRAY_KINDS, WireError, coerce
-from service.dispatch import NUMPY_ERRORS, compute_result
-from service.errors import ApiError
-from service.routes.eval import evaluate_body, limits_of
+from glassllm.errors import InputError
+from glassllm.expr import planned_cost
+from glassllm.wire import coerce
+from service.dispatch import prepare_body, run_prepared
+from service.errors import ApiError, from_input_error
+from service.routes.eval import evaluate_body
 from service.routes.ops import find
 from service.settings import Settings
 
@@ -38,6 +44,22 @@ class Solved:
     value: np.ndarray
     grads: dict[str, np.ndarray]
     warnings: list[str]
+
+
+@dataclass
+class Case:
+    """A case past every check (or refused: ``error``), before any compute."""
+
+    op: str | None = None
+    prepared: registry.Prepared | None = None      # an op case
+    expression: dict | None = None                 # an expression case: its eval body
+    cost: tuple[int, int] = (0, 0)                 # elements, multiply-adds (Prepared.cost)
+    error: ApiError | None = None                  # the case's own refusal
+
+    @property
+    def work(self) -> int:
+        """The planned work a batch adds up: elements plus multiply-adds."""
+        return sum(self.cost)
 
 
 def split(case: Any, where: str) -> tuple[str, dict]:
@@ -70,45 +92,45 @@ def _find(name: str, where: str) -> registry.Op:
         raise
 
 
-def solve(case: Any, maybe_bools: bool, settings: Settings, where: str = "request body") -> Solved:
-    """Run one case; every refusal is the ApiError its own route would answer.
-
-    The one function both routes call for a single case: re-point it (not them) when the
-    request path changes.
-    """
+def _prepare(case: Any, maybe_bools: bool, settings: Settings, where: str) -> Case:
     kind, body = split(case, where)
     if kind == "op":
         op = _find(body.pop("op"), where)
-        result, warnings = compute_result(op, body, maybe_bools, settings)
-        return Solved(op.name, result.value, result.grads, warnings)
-    answer = evaluate_body(body, maybe_bools, settings)
+        prepared = prepare_body(op, body, maybe_bools, settings)
+        return Case(op=op.name, prepared=prepared, cost=prepared.cost)
+    if not isinstance(body.get("expression"), str):      # evaluate_body's own refusal
+        return Case(expression=body)
+    cost = planned_cost(body["expression"], body.get("variables"), settings.limits,
+                        maybe_bools=maybe_bools)
+    return Case(expression=body, cost=cost)
+
+
+def prepare_case(case: Any, maybe_bools: bool, settings: Settings,
+                 where: str = "request body") -> Case:
+    """Every check of one case, no compute; a refusal becomes the case's ``error``."""
+    try:
+        return _prepare(case, maybe_bools, settings, where)
+    except ApiError as exc:
+        return Case(error=exc)
+    except InputError as exc:
+        return Case(op=getattr(exc, "op", None), error=from_input_error(exc))
+    except MemoryError:
+        return Case(error=ApiError(413, "too_large", "the computation ran out of memory"))
+
+
+def run_case(case: Case, maybe_bools: bool, settings: Settings) -> Solved:
+    """Compute a prepared case; its refusal (from `prepare_case` or the run) is raised."""
+    if case.error is not None:
+        raise case.error
+    if case.prepared is not None:
+        result, warnings = run_prepared(case.prepared)
+        return Solved(case.op, result.value, result.grads, warnings)
+    answer = evaluate_body(case.expression, maybe_bools, settings)
     return Solved(None, coerce("tensor", "value", answer["value"]),
                   {k: coerce("tensor", k, v) for k, v in answer["grads"].items()},
                   answer["warnings"])
 
 
-def planned_work(case: Any, maybe_bools: bool, settings: Settings, where: str) -> int:
-    """The case's work before any compute: elements of its inputs, of its output and every
-    planned intermediate, plus its matmul multiply-adds (forward + backward).
-
-    A case that cannot be planned (its own error will be its answer) counts 0.
-    """
-    try:
-        kind, body = split(case, where)
-        if kind == "op":
-            op = _find(body["op"], where)
-            inputs = body.get("inputs")
-            if not isinstance(inputs, dict):
-                return 0
-            args = registry.coerce_inputs(op, inputs, maybe_bools=maybe_bools,
-                                          max_array_elements=settings.max_array_elements)
-            plan = registry.plan(op, args)
-            given = sum(int(np.size(args[i.name])) for i in op.inputs if i.kind in ARRAY_KINDS)
-            return given + plan.size + sum(n for _, n in plan.sizes) + plan.madds
-        builder = Builder(parse(body["expression"], limits_of(settings)),
-                          _variables(body.get("variables")), limits_of(settings),
-                          maybe_bools=maybe_bools)
-        builder.expr(builder.p.tree.body)
-        return builder.elements + builder.madds
-    except (ApiError, ExprError, WireError, LimitError, ShapeError, *NUMPY_ERRORS):
-        return 0
+def solve(case: Any, maybe_bools: bool, settings: Settings, where: str = "request body") -> Solved:
+    """`prepare_case` then `run_case`: every refusal is the one its own route would answer."""
+    return run_case(prepare_case(case, maybe_bools, settings, where), maybe_bools, settings)

@@ -1,38 +1,39 @@
 """One op request, start to finish, in a worker thread (SPEC H2, H4, H5, H6).
 
-coerce inputs (422) → shape plan (NumPy's errors: 400) → limits from shapes (413) →
-grad_output checked against the planned shape (422) → forward + backward with NumPy's
-floating-point warnings captured for this request only → the response bytes.
+The envelope is read here; every other check is `glassllm.registry.prepare`'s: coerce
+inputs, binary arrays decoded there after their declared size is checked (422 / 413) →
+shape plan (400) → limits from shapes (413) → requires_grad and grad_output against the
+planned shape (422). Then `run`: forward + backward with NumPy's floating-point warnings
+captured for this request only → the answer, its arrays in the asked ``encoding``
+(`service.codec`). The batch and check routes (`service.case`) call the same two steps.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
-from glassllm import registry
-from glassllm.expr import FloatWarnings
-from glassllm.registry import LimitError, Op
-from glassllm.shapes import ShapeError
-from glassllm.wire import WireError, coerce
-from service import numpy_warnings
-from service.codec import dumps, encode_as
+from glassllm import float_warnings, registry
+from glassllm.errors import InputError
+from glassllm.float_warnings import FloatWarnings
+from glassllm.registry import Op
+from service.codec import computed, dumps, encoding_of
 from service.errors import ApiError
 from service.settings import Settings
 
-NUMPY_ERRORS = (ValueError, IndexError, TypeError, ArithmeticError)
+FIELDS = ("inputs", "requires_grad", "grad_output", "encoding")
 
 
 def parse_envelope(op: Op, body: Any) -> tuple[dict, list[str] | None, Any]:
-    """The request object: {"inputs": {...}, "requires_grad": [...], "grad_output": ...}."""
+    """The request object: {"inputs": {...}, "requires_grad": [...], "grad_output": ...,
+    "encoding": "json" | "base64"} (the encoding is read by `service.codec.encoding_of`)."""
     if not isinstance(body, dict):
         raise ApiError(422, "invalid_request", "the body must be a JSON object"
                        ' {"inputs": {...}, "requires_grad": [...], "grad_output": ...}',
                        op=op.name, input="request body")
-    extra = sorted(set(body) - {"inputs", "requires_grad", "grad_output", "encoding"})
+    extra = sorted(set(body) - set(FIELDS))
     if extra:
         raise ApiError(422, "invalid_request", f"unknown field '{extra[0]}'; the fields are"
-                       " inputs, requires_grad, grad_output, encoding", op=op.name,
-                       input=extra[0])
+                       f" {', '.join(FIELDS)}", op=op.name, input=extra[0])
     inputs = body.get("inputs")
     if not isinstance(inputs, dict):
         raise ApiError(422, "invalid_request", "'inputs' must be an object of input name →"
@@ -45,86 +46,40 @@ def parse_envelope(op: Op, body: Any) -> tuple[dict, list[str] | None, Any]:
     return inputs, rg, body.get("grad_output")
 
 
-def compute(op: Op, body: Any, maybe_bools: bool, settings: Settings) -> bytes:
-    """Run in a worker thread; raises ApiError for every refusal."""
-    encoding = encoding_of(body, op.name)
-    result, warnings = compute_result(op, body, maybe_bools, settings)
-    return dumps(answer(op.name, result, warnings, encoding))
-
-
-def encoding_of(body: Any, op: str | None = None) -> str:
-    """The body's ``"encoding"``: ``"json"`` (default) or ``"base64"`` (issue 12)."""
-    encoding = body.get("encoding", "json") if isinstance(body, dict) else "json"
-    if encoding not in ("json", "base64"):
-        raise ApiError(422, "invalid_request", "'encoding' must be \"json\" or \"base64\"",
-                       op=op, input="encoding")
-    return encoding
-
-
-def answer(op: str, result: registry.OpResult, warnings: list[str], encoding: str) -> dict:
-    """The answer object of one op call (H2), arrays in the asked `encoding`."""
-    return {"op": op, "value": encode_as(result.value, encoding),
-            "shape": list(result.value.shape),
-            "grads": {name: encode_as(grad, encoding) for name, grad in result.grads.items()},
-            "warnings": warnings}
-
-
-def compute_result(op: Op, body: Any, maybe_bools: bool,
-                   settings: Settings) -> tuple[registry.OpResult, list[str]]:
-    """One op call, start to finish: the NumPy result and the warnings; ApiError refuses."""
+def prepare_body(op: Op, body: Any, maybe_bools: bool, settings: Settings) -> registry.Prepared:
+    """The envelope, then `registry.prepare` under the service's one `Limits`: every check,
+    no compute. A refusal is an `ApiError` or the library's `InputError` (its op named)."""
     try:
         inputs, requires_grad, grad_output = parse_envelope(op, body)
-        args = registry.coerce_inputs(op, inputs, maybe_bools=maybe_bools,
-                                      max_array_elements=settings.max_array_elements)
-        try:
-            plan = registry.plan(op, args)
-        except (WireError, LimitError):
-            raise
-        except NUMPY_ERRORS as exc:
-            raise numpy_error(op, inputs, exc) from None
-        registry.check_limits(plan, max_result_elements=settings.max_result_elements,
-                              max_matmul_madds=settings.max_matmul_madds)
-        # registry.run repeats these cheap checks for offline callers; here they run first
-        # so a bad requires_grad or grad_output is refused before any forward work.
-        wanted = registry.check_requires_grad(op, requires_grad)
-        registry.check_grad_output_has_a_backward(op, wanted, grad_output)
-        g = None
-        if grad_output is not None:
-            g = coerce("tensor", "grad_output", grad_output, maybe_bools=maybe_bools,
-                       max_elements=settings.max_result_elements)
-            if g.shape != plan.shape:
-                raise WireError("grad_output", f"has shape {list(g.shape)} but the output of"
-                                f" {op.name} has shape {list(plan.shape)}")
-        fw = FloatWarnings()
-
-        def forward_backward():
-            with fw:
-                try:
-                    return registry.run(op, args, requires_grad, g)
-                except (WireError, LimitError):
-                    raise
-                except NUMPY_ERRORS as exc:
-                    raise numpy_error(op, inputs, exc) from None
-
-        result = numpy_warnings.run_recording(forward_backward, fw.messages)
-        warnings = fw.messages
-    except WireError as exc:
-        raise ApiError(422, "invalid_input", str(exc), op=op.name, input=exc.input) from None
-    except LimitError as exc:
-        raise ApiError(413, "too_large", str(exc), op=op.name, input=exc.input) from None
-    except MemoryError:
-        raise ApiError(413, "too_large", "the computation ran out of memory", op=op.name) from None
-    return result, warnings
+        return registry.prepare(op, inputs, requires_grad, grad_output, settings.limits,
+                                maybe_bools=maybe_bools)
+    except InputError as exc:
+        exc.op = op.name
+        raise
 
 
-def numpy_error(op: Op, inputs: dict, exc: Exception) -> ApiError:
-    """A NumPy shape / axis / broadcast / index error → 400 naming the op and its inputs.
+def run_prepared(prepared: registry.Prepared) -> tuple[registry.RunResult, list[str]]:
+    """`registry.run` (compute only), with NumPy's float warnings of this run recorded."""
+    fw = FloatWarnings()
 
-    A `ShapeError` knows which input breaks the contract (``ffn_norm``, ``n_heads``): only
-    that one is named, so the page shows the message beside it alone.
+    def forward_backward() -> registry.RunResult:
+        with fw:
+            return registry.run(prepared)
+
+    try:
+        result = float_warnings.run_recording(forward_backward, fw.messages)
+    except InputError as exc:
+        exc.op = prepared.op.name
+        raise
+    return result, fw.messages
+
+
+def run_op_body(op: Op, body: Any, maybe_bools: bool, settings: Settings) -> bytes:
+    """Run in a worker thread: `prepare` (every check), then `run` (compute only).
+
+    A refusal is the library's `InputError` (named op and input), mapped to its status by
+    the app's exception handlers (`service.errors`).
     """
-    if isinstance(exc, ShapeError):
-        return ApiError(400, "shape_error", f"{op.name}: {exc}", op=op.name, input=exc.input)
-    names = [i.name for i in op.inputs if i.name in inputs]
-    message = f"{op.name}({', '.join(names)}): {type(exc).__name__}: {exc}"
-    return ApiError(400, "numpy_error", message, op=op.name, input=", ".join(names))
+    encoding = encoding_of(body, op.name)
+    result, warnings = run_prepared(prepare_body(op, body, maybe_bools, settings))
+    return dumps(computed(result.value, result.grads, warnings, encoding, op=op.name))

@@ -109,6 +109,7 @@ class InputInfo(BaseModel):
     name: str
     kind: str
     dtype: str | None
+    array: bool = Field(description="the value is an array (nested lists), not a scalar")
     differentiable: bool
     required: bool
     default: Any = None
@@ -123,24 +124,34 @@ class ExampleInfo(BaseModel):
     expected: dict[str, Any]
 
 
+class OutputInfo(BaseModel):
+    name: str = Field(description="where it is in the result: 'value' or 'grads.<input>'")
+    role: str = Field(description="'value', 'loss' (a scalar to minimise) or 'grad'")
+    kind: str = Field(description="'tensor' or 'ndarray' (L0.2)")
+    of: str | None = Field(None, description="for a grad: the input it is the gradient of")
+
+
 class OpInfo(BaseModel):
     name: str
     summary: str
     clause: str
     module: str
     output: str = Field(description="'tensor' (value and grads) or 'ndarray' (value only)")
+    outputs: list[OutputInfo]
+    role: str = Field(description="'probability' (every element in [0, 1]) or 'value'")
     inputs: list[InputInfo]
     examples: list[ExampleInfo]
 
 
 class OpList(BaseModel):
     ops: list[OpInfo]
+    kinds: dict[str, str | None] = Field(
+        description="every input kind and the dtype it is read as (null: not an array)")
 
 
-class OpResult(BaseModel):
-    """The answer of ``POST /api/v1/ops/{name}`` (H2); arrays in the wire format (H3)."""
+class Computed(BaseModel):
+    """What every compute route answers; arrays in the wire format (H3)."""
 
-    op: str
     value: Any = Field(description="a JSON number for a 0-d output, else nested lists; a"
                                    " Base64Array with \"encoding\": \"base64\"")
     shape: list[int]
@@ -148,12 +159,18 @@ class OpResult(BaseModel):
     warnings: list[str]
 
 
+class OpResult(Computed):
+    """The answer of ``POST /api/v1/ops/{name}`` (H2)."""
+
+    op: str
+
+
 class ErrorDetail(BaseModel):
     status: int
     code: str
     message: str
-    op: str | None = None
-    input: str | None = None
+    op: str | None = Field(None, description="the op the request ran, if any")
+    input: str | None = Field(None, description="the input or request field to fix")
 
 
 class ErrorBody(BaseModel):

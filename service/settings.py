@@ -14,8 +14,11 @@ from typing import Annotated, Any
 from pydantic import Field, ValidationError, field_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
+from glassllm.limits import Limits
+
 ENV_PREFIX = "GLASSLLM_"
 GiB = 1024 ** 3
+DEFAULT = Limits()
 
 
 class SettingsError(ValueError):
@@ -34,19 +37,19 @@ class Settings(BaseSettings):
     max_json_depth: Annotated[int, Field(ge=2, le=1024)] = 32
     """Nesting of [ and { in a request body (422); a 4-D array sits at depth 6. At least 2
     ({"inputs": {...}}); orjson itself stops at 1024."""
-    max_array_elements: Annotated[int, _positive(10**9)] = 1_000_000
+    max_array_elements: Annotated[int, _positive(10**9)] = DEFAULT.max_array_elements
     """Elements of any one input array (413)."""
-    max_result_elements: Annotated[int, _positive(10**10)] = 4_000_000
+    max_result_elements: Annotated[int, _positive(10**10)] = DEFAULT.max_result_elements
     """Elements of the output and of every large intermediate, from shapes, before work (413)."""
-    max_matmul_madds: Annotated[int, _positive(10**15)] = 1_000_000_000
+    max_matmul_madds: Annotated[int, _positive(10**15)] = DEFAULT.max_matmul_madds
     """Multiply-adds of every matmul of a request, forward + backward (3x the forward), 413."""
     max_concurrency: Annotated[int, _positive(1024)] = 2 * (os.cpu_count() or 1)
     """Computations running at once; more are refused with 503 and Retry-After."""
     retry_after_seconds: Annotated[int, _positive(3600)] = 1
     """The Retry-After of a 503."""
-    max_expression_length: Annotated[int, _positive(1_000_000)] = 2000
+    max_expression_length: Annotated[int, _positive(1_000_000)] = DEFAULT.max_length
     """Characters of a /api/v1/eval expression (422 above)."""
-    max_check_elements: Annotated[int, Field(ge=0, le=1_000_000)] = 2000
+    max_check_elements: Annotated[int, Field(ge=0, le=1_000_000)] = DEFAULT.max_check_elements
     """Elements finite-differenced by /api/v1/eval's "check": true (413 above; 0: no check).
     Check's total work, 2 forward passes per element, is held to max_matmul_madds too."""
     max_batch: Annotated[int, _positive(10_000)] = 64
@@ -61,6 +64,15 @@ class Settings(BaseSettings):
         if value is not None and not (value / "index.html").is_file():
             raise ValueError(f"{value} holds no index.html")
         return value
+
+    @property
+    def limits(self) -> Limits:
+        """The library's `Limits` of one request, from these settings."""
+        same = ("max_array_elements", "max_result_elements", "max_matmul_madds",
+                "max_check_elements")                 # settings named as the library's
+        return Limits(**{name: getattr(self, name) for name in same},
+                      max_length=self.max_expression_length,
+                      max_graph_elements=self.max_result_elements)
 
     def __init__(self, **values: Any) -> None:
         try:

@@ -148,12 +148,12 @@ def post(client, path: str, body: dict):
 def test_plan_refuses_what_the_library_refuses():
     op = R.OPS["transformer_block"]
     with pytest.raises(ShapeError, match=r"ffn_norm must have shape \(d,\) = \(2,\)"):
-        R.plan(op, {**block_inputs(ffn_norm=R.probe((20000, 1, 1, 2))), "eps": 1e-6})
+        op.plan({**block_inputs(ffn_norm=R.probe((20000, 1, 1, 2))), "eps": 1e-6})
     with pytest.raises(ShapeError, match="d_model 2 is not divisible by n_heads 4"):
-        R.plan(R.OPS["attention"], {"x": X, "wq": I2, "wk": I2, "wv": I2, "wo": I2,
+        R.OPS["attention"].plan({"x": X, "wq": I2, "wk": I2, "wv": I2, "wo": I2,
                                     "n_heads": 4, "n_kv_heads": 1, "cos": COS, "sin": SIN})
     with pytest.raises(ShapeError, match=r"weight must have shape \(d,\)"):
-        R.plan(R.OPS["rms_norm"], {"x": R.probe((1, 3, 2)), "weight": R.probe((3, 2)),
+        R.OPS["rms_norm"].plan({"x": R.probe((1, 3, 2)), "weight": R.probe((3, 2)),
                                    "eps": 1e-6})
 
 

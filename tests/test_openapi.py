@@ -41,7 +41,9 @@ def test_openapi_snapshot():
     assert text == SNAPSHOT.read_text(), "API changed: review, then GLASSLLM_UPDATE_SNAPSHOT=1"
 
 
-schema = schemathesis.openapi.from_asgi("/openapi.json", APP)
+# A valid /api/v1/train body starts a real training run and streams it to the end; its
+# refusals and its stream are tested in tests/test_train_api.py instead.
+schema = schemathesis.openapi.from_asgi("/openapi.json", APP).exclude(path="/api/v1/train")
 
 
 @schema.parametrize()

@@ -11,10 +11,11 @@ import pytest
 from fastapi.testclient import TestClient
 
 from glassllm import Tensor, autograd, registry
+from glassllm.errors import LimitError, WireError
 from glassllm.examples import EXAMPLES
 from glassllm.gradcheck import gradcheck
 from glassllm.grade import compare
-from glassllm.wire import LimitError, WireError, coerce, encode_base64
+from glassllm.wire import coerce, encode_base64
 from service.app import create_app
 from service.settings import Settings
 
@@ -181,11 +182,13 @@ def test_batch_count_is_bounded():
 
 
 def test_batch_work_is_bounded_up_front_naming_the_case_that_passes_it():
-    """(8, 8) @ (8, 8): 128 input elements, the 64-element output, the planned output and
-    gradients (3 · 64) and 3 · 512 multiply-adds (forward and backward) = 1920 per case;
-    2 fit in 4000 (with a neg: 1 + 1), the third passes it. Nothing is computed."""
+    """A batch's planned work is the sum of its cases' `Prepared.cost` (elements built plus
+    multiply-adds). (8, 8) @ (8, 8): the 64-element output, 3 · 64 planned elements and
+    3 · 512 multiply-adds (forward and backward) = 1792 per case; 2 fit in 4000 (with a neg:
+    1), the third passes it. Nothing is computed."""
     a = np.ones((8, 8)).tolist()
     case = {"op": "matmul", "inputs": {"a": a, "b": a}}
+    assert sum(registry.prepare(registry.OPS["matmul"], case["inputs"]).cost) == 1792
     with TestClient(create_app(Settings(max_matmul_madds=4000))) as c:
         ok = post(c, "/api/v1/batch", {"cases": [case, case]})
         r = post(c, "/api/v1/batch", {"cases": [case, {"op": "neg", "inputs": {"a": 1.0}},
@@ -193,7 +196,7 @@ def test_batch_work_is_bounded_up_front_naming_the_case_that_passes_it():
     assert ok.status_code == 200
     assert r.status_code == 413
     err = r.json()["error"]
-    assert err["input"] == "cases[3]" and "5762" in err["message"]     # 1920 · 3 + 2 (neg)
+    assert err["input"] == "cases[3]" and "5377" in err["message"]     # 1792 · 3 + 1 (neg)
 
 
 # -- check ------------------------------------------------------------------------------------

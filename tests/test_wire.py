@@ -11,6 +11,7 @@ from fastapi.testclient import TestClient
 from glassllm.expr import ExprError, evaluate
 from glassllm.wire import WireError, coerce, decode_index
 from service.app import create_app
+from service.errors import status_of
 from service.settings import Settings
 
 TOO_BIG = [2**63, 2**64 - 1, -(2**63) - 1, 10**400]
@@ -182,10 +183,10 @@ def test_eval_variables_outside_int64_are_422(client):
 def test_eval_integer_literals_outside_int64_are_422(expression):
     with pytest.raises(ExprError) as err:
         evaluate(expression, {"x": [1.0]})
-    assert err.value.status == 422 and "outside int64" in err.value.message
+    assert status_of(err.value) == 422 and "outside int64" in err.value.message
 
 
 def test_eval_python_variables_beyond_float64_are_422():
     with pytest.raises(ExprError) as err:
         evaluate("x + 1", {"x": [10**400]})
-    assert err.value.status == 422 and err.value.input == "variables.x"
+    assert status_of(err.value) == 422 and err.value.input == "variables.x"

@@ -5,10 +5,11 @@ body ``POST /api/v1/ops/{name}`` or ``POST /api/v1/eval`` would give, without th
 node list) or its own ``{"error": {...}}``, so one bad case never spoils the others.
 
 Bounded up front (H5): at most ``GLASSLLM_MAX_BATCH`` cases, and the planned work of all
-cases together (`service.case.planned_work`: input, output and intermediate elements plus
-matmul multiply-adds) at most ``GLASSLLM_MAX_MATMUL_MADDS`` — the work one request may do.
-A batch past either bound is refused whole with 413, naming the case that pushes it over,
-before any case is computed.
+cases together — the sum of each case's ``Prepared.cost`` (`service.case.prepare_case`:
+the elements it builds plus its matmul multiply-adds) — at most
+``GLASSLLM_MAX_MATMUL_MADDS``, the work one request may do. Every case is prepared (all
+its checks, no compute) first; a batch past either bound is refused whole with 413, naming
+the case that pushes it over, before any case is computed. Then each prepared case runs.
 """
 
 from __future__ import annotations
@@ -19,24 +20,16 @@ from fastapi import APIRouter, Request
 from starlette.concurrency import run_in_threadpool
 from starlette.responses import Response
 
+from glassllm.errors import InputError
 from service import schemas
-from service.case import Solved, planned_work, solve
-from service.codec import dumps, encode_as
-from service.dispatch import encoding_of
-from service.errors import ApiError
+from service.case import prepare_case, run_case
+from service.codec import computed, dumps, encoding_of
+from service.errors import ApiError, from_input_error
 from service.limits import read_json
 from service.settings import Settings
 
 router = APIRouter(prefix="/api/v1", tags=["tools"])
 ERRORS = {s: {"model": schemas.ErrorBody} for s in (413, 415, 422, 503)}
-
-
-def answer(solved: Solved, encoding: str) -> dict:
-    out: dict[str, Any] = {"op": solved.op} if solved.op else {}
-    out.update({"value": encode_as(solved.value, encoding), "shape": list(solved.value.shape),
-                "grads": {k: encode_as(g, encoding) for k, g in solved.grads.items()},
-                "warnings": solved.warnings})
-    return out
 
 
 def compute(body: Any, maybe_bools: bool, settings: Settings) -> bytes:
@@ -54,21 +47,26 @@ def compute(body: Any, maybe_bools: bool, settings: Settings) -> bytes:
         raise ApiError(413, "too_large", f"the batch has {len(cases)} cases; the limit is"
                        f" {settings.max_batch} (GLASSLLM_MAX_BATCH)",
                        input=f"cases[{settings.max_batch}]")
-    total = 0
+    prepared, total = [], 0
     for i, case in enumerate(cases):
-        total += planned_work(case, maybe_bools, settings, f"cases[{i}]")
+        prepared.append(prepare_case(case, maybe_bools, settings, f"cases[{i}]"))
+        total += prepared[-1].work
         if total > settings.max_matmul_madds:
             raise ApiError(413, "too_large", f"cases[{i}] brings the batch's planned work to"
                            f" {total} (elements plus multiply-adds); the limit is"
                            f" {settings.max_matmul_madds} (GLASSLLM_MAX_MATMUL_MADDS)",
                            input=f"cases[{i}]")
     results = []
-    for i, case in enumerate(cases):
+    for i, case in enumerate(prepared):
         try:
-            results.append(answer(solve(case, maybe_bools, settings, f"cases[{i}]"), encoding))
-        except ApiError as exc:
-            exc.extra["case"] = i
-            results.append(exc.body())
+            solved = run_case(case, maybe_bools, settings)
+        except (ApiError, InputError) as exc:
+            err = exc if isinstance(exc, ApiError) else from_input_error(exc)
+            err.extra["case"] = i
+            results.append(err.body())
+            continue
+        head = {"op": solved.op} if solved.op else {}
+        results.append(computed(solved.value, solved.grads, solved.warnings, encoding, **head))
     return dumps({"results": results})
 
 

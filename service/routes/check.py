@@ -19,8 +19,7 @@ from starlette.concurrency import run_in_threadpool
 from starlette.responses import Response
 
 from glassllm.grade import ATOL, RTOL, compare
-from glassllm.registry import LimitError
-from glassllm.wire import WireError, coerce
+from glassllm.wire import coerce
 from service import schemas
 from service.case import solve
 from service.codec import dumps
@@ -51,17 +50,13 @@ def _claimed(body: dict, settings: Settings) -> tuple[Any, dict]:
     if not isinstance(grads, dict):
         raise ApiError(422, "invalid_request", "'claimed.grads' must be an object: input name"
                        " → array", input="claimed.grads")
-    try:
-        value = None if "value" not in claimed else coerce(
-            "tensor", "claimed.value", claimed["value"],
-            max_elements=settings.max_array_elements)
-        grads = {name: coerce("tensor", f"claimed.grads.{name}", g,
-                              max_elements=settings.max_array_elements)
-                 for name, g in grads.items()}
-    except WireError as exc:
-        raise ApiError(422, "invalid_input", str(exc), input=exc.input) from None
-    except LimitError as exc:
-        raise ApiError(413, "too_large", str(exc), input=exc.input) from None
+    # the one coercion of glassllm.wire: a binary array's declared size is held to the limit
+    # before decoding; a WireError (422) or LimitError (413) is mapped by the app's handlers
+    limit = settings.limits.max_array_elements
+    value = None if "value" not in claimed else coerce(
+        "tensor", "claimed.value", claimed["value"], max_elements=limit)
+    grads = {name: coerce("tensor", f"claimed.grads.{name}", g, max_elements=limit)
+             for name, g in grads.items()}
     return value, grads
 
 

@@ -3,7 +3,8 @@
 
 The work is `glassllm.expr.evaluate`, the same function a notebook calls; this router only
 reads the body under the service's limits (H5), runs it in a worker thread inside a
-compute slot, and maps `ExprError` to 422 / 413 / 400 with the offending position (H4).
+compute slot; an `ExprError` becomes 422 / 413 / 400 with the offending position in the
+app's exception handlers (`service.errors`, H4).
 """
 
 from __future__ import annotations
@@ -16,12 +17,11 @@ from pydantic import BaseModel, Field
 from starlette.concurrency import run_in_threadpool
 from starlette.responses import Response
 
+from glassllm import float_warnings
 from glassllm.examples import EXAMPLES
-from glassllm.expr import ExprError, Limits, evaluate
-from glassllm.wire import coerce, encode_base64
-from service import numpy_warnings, schemas
-from service.codec import dumps
-from service.dispatch import encoding_of
+from glassllm.expr import evaluate
+from service import schemas
+from service.codec import dumps, encode_as, encoding_of
 from service.errors import ApiError
 from service.limits import read_json
 from service.settings import Settings
@@ -32,13 +32,10 @@ FIELDS = ("expression", "variables", "grad_output", "check", "encoding")
 _EXAMPLES_JSON = orjson.dumps({"examples": EXAMPLES})
 
 
-class EvalResult(BaseModel):
-    """The answer of ``POST /api/v1/eval``; arrays in the wire format (H3)."""
+class EvalResult(schemas.Computed):
+    """The answer of ``POST /api/v1/eval`` (H2, H3)."""
 
-    value: Any = Field(description="a JSON number for a 0-d output, else nested lists")
-    shape: list[int]
     grads: dict[str, Any] = Field(description="one array per variable that requires grad")
-    warnings: list[str]
     output: int = Field(description="the id of the output node")
     nodes: list[dict[str, Any]] = Field(
         description="in evaluation order: id, op, span [start, end), text, inputs (node ids),"
@@ -56,28 +53,22 @@ class ExampleList(BaseModel):
     examples: list[dict[str, Any]]
 
 
-def limits_of(settings: Settings) -> Limits:
-    return Limits(max_length=settings.max_expression_length,
-                  max_array_elements=settings.max_array_elements,
-                  max_result_elements=settings.max_result_elements,
-                  max_graph_elements=settings.max_result_elements,
-                  max_matmul_madds=settings.max_matmul_madds,
-                  max_check_elements=settings.max_check_elements)
-
-
 def compute(body: Any, maybe_bools: bool, settings: Settings) -> bytes:
-    """Run in a worker thread; every refusal is an ApiError."""
+    """Run in a worker thread: the answer's value and grads in the asked ``encoding`` (the
+    nodes stay JSON)."""
     encoding = encoding_of(body)
     result = evaluate_body(body, maybe_bools, settings)
-    if encoding == "base64":          # value and grads; the nodes stay JSON
-        result["value"] = encode_base64(coerce("tensor", "value", result["value"]))
-        result["grads"] = {k: encode_base64(coerce("tensor", k, v))
-                           for k, v in result["grads"].items()}
+    if encoding != "json":
+        result["value"] = encode_as(result["value"], encoding)
+        result["grads"] = {k: encode_as(g, encoding) for k, g in result["grads"].items()}
     return dumps(result)
 
 
 def evaluate_body(body: Any, maybe_bools: bool, settings: Settings) -> dict:
-    """One ``/api/v1/eval`` body evaluated: `glassllm.expr.evaluate`'s dict; ApiError refuses."""
+    """One ``/api/v1/eval`` body evaluated: `glassllm.expr.evaluate`'s dict (wire JSON).
+
+    A refusal is an ApiError, or an `ExprError` mapped by the app's handlers.
+    """
     if not isinstance(body, dict):
         raise ApiError(422, "invalid_request", 'the body must be a JSON object {"expression":'
                        ' "...", "variables": {...}, "grad_output": ..., "check": false}',
@@ -90,16 +81,10 @@ def evaluate_body(body: Any, maybe_bools: bool, settings: Settings) -> dict:
         raise ApiError(422, "invalid_request", "'expression' is required", input="expression")
     kwargs = {"expression": body["expression"], "variables": body.get("variables"),
               "grad_output": body.get("grad_output"), "check": body.get("check", False),
-              "limits": limits_of(settings), "maybe_bools": maybe_bools}
-    try:
-        messages: list[str] = []
-        result = numpy_warnings.run_recording(lambda: evaluate(**kwargs), messages)
-        result["warnings"] += [m for m in messages if m not in result["warnings"]]
-    except ExprError as exc:
-        raise ApiError(exc.status, exc.code, exc.message, op=exc.op, input=exc.input,
-                       **exc.detail()) from None
-    except MemoryError:
-        raise ApiError(413, "too_large", "the computation ran out of memory") from None
+              "limits": settings.limits, "maybe_bools": maybe_bools}
+    messages: list[str] = []          # an ExprError is mapped by the app's handlers
+    result = float_warnings.run_recording(lambda: evaluate(**kwargs), messages)
+    result["warnings"] += [m for m in messages if m not in result["warnings"]]
     return result
 
 

@@ -11,16 +11,13 @@ router = APIRouter(tags=["health"])
 _OK = b'{"status":"ok"}'
 
 
-# HEAD as well as GET: load balancers and `curl -I` probe with HEAD. A route of its own,
-# out of the schema, so OpenAPI keeps one operation (and one operationId) per probe.
+# HEAD as well as GET (load balancers and `curl -I` probe with HEAD): app.py's allow_head.
 @router.get("/healthz", response_model=Health, summary="Liveness")
-@router.head("/healthz", include_in_schema=False)
 async def healthz() -> Response:
     return Response(_OK, media_type="application/json")
 
 
 @router.get("/readyz", response_model=Ready, summary="Readiness: the registry is loaded")
-@router.head("/readyz", include_in_schema=False)
 async def readyz(request: Request) -> Response:
     slots = request.app.state.slots
     body = {"status": "ready", "ops": len(registry.OPS), "busy": slots.busy,

@@ -12,13 +12,14 @@ from starlette.responses import Response
 from glassllm import registry
 from glassllm.registry import Op
 from service import schemas
-from service.dispatch import compute
+from service.dispatch import run_op_body
 from service.errors import ApiError
 from service.limits import read_json
 
 router = APIRouter(prefix="/api/v1/ops", tags=["ops"])
 ERRORS = {s: {"model": schemas.ErrorBody} for s in (400, 404, 413, 415, 422, 503)}
-_OPS_JSON = orjson.dumps({"ops": [op.describe() for op in registry.OPS.values()]})
+_OPS_JSON = orjson.dumps({"ops": [op.describe() for op in registry.OPS.values()],
+                          "kinds": registry.DTYPES})
 
 
 def find(name: str) -> Op:
@@ -46,7 +47,7 @@ async def run_op(op: Op, request: Request) -> Response:
     settings = request.app.state.settings
     parsed, maybe_bools = await read_json(request, settings, op=op.name)
     with request.app.state.slots:
-        out = await run_in_threadpool(compute, op, parsed, maybe_bools, settings)
+        out = await run_in_threadpool(run_op_body, op, parsed, maybe_bools, settings)
     return Response(out, media_type="application/json")
 
 

@@ -11,3 +11,31 @@ export function el(tag, attrs = {}, ...children) {
   for (const c of children) if (c != null) node.append(c);
   return node;
 }
+
+/** Where a clause of the contract is served: L → the library, H → HTTP, P → the page. */
+const CONTRACT_PAGES = { L: "library", H: "http", P: "page" };
+const CLAUSE_ID = /\b([LHP](?:0|[1-9]\d*)(?:\.\d+)?)\b/g;
+
+/** A link to clause `id` (e.g. "L3.5") in the contract the sandbox serves. */
+export function clauseLink(id) {
+  return el("a", { class: "clause", href: `/docs/contract/${CONTRACT_PAGES[id[0]]}#${id}`,
+    target: "_blank", text: id });
+}
+
+/** `text` as nodes, each clause id in it (L1.2, H4 …) a link to its anchor in the docs. */
+export function withClauseLinks(text) {
+  const nodes = [];
+  let at = 0;
+  for (const m of text.matchAll(CLAUSE_ID)) {
+    if (m.index > at) nodes.push(text.slice(at, m.index));
+    nodes.push(clauseLink(m[1]));
+    at = m.index + m[0].length;
+  }
+  if (at < text.length) nodes.push(text.slice(at));
+  return nodes;
+}
+
+/** el(), with the clause ids of `text` as links: el("p", attrs) holding withClauseLinks. */
+export function elLinked(tag, attrs, text) {
+  return el(tag, attrs, ...withClauseLinks(text));
+}

@@ -1,17 +1,16 @@
-// Input editors, one per registry input kind (glassllm/wire.py lists the kinds):
-//   tensor / array / table / int_array  a text box holding a nested list, its shape shown live
-//   bool_mask                           the same text box plus a grid of clickable cells
-//   number / int / axis / axes / shape / index   a one-line box
-//   bool                                a checkbox
+// Input editors, built from what GET /api/v1/ops says of each input (glassllm/wire.py
+// defines the kinds; the page reads an input's `array` and `dtype`, never a list of kinds):
+//   an array (`array`)         a text box holding a nested list, its shape shown live
+//   a boolean array            the same text box plus a grid of clickable cells
+//   a boolean scalar           a checkbox
+//   any other scalar           a one-line box (numbers, integers, axes, shapes, indices)
 // Every editor has a message line beside it, where the server's error or warning that
 // names this input is written in plain words.
 
 import { formatValue, parseValue, readValue, shapeOf, shapeText, toJSON, withoutNegativeZero } from "./wire.js";
-import { el } from "./dom.js";
+import { el, withClauseLinks } from "./dom.js";
 
-const ARRAY_KINDS = new Set(["tensor", "array", "table", "int_array", "bool_mask", "variable"]);
-/** Kinds that hold integers: a typed -0 is the integer 0 there, not the float -0.0. */
-const INTEGER_KINDS = new Set(["int_array", "bool_mask", "int", "axis", "axes", "shape", "index"]);
+/** Words beside an input for its kind (the kind itself when a new one has no words yet). */
 const KIND_WORDS = {
   tensor: "numbers (differentiable)", array: "numbers (constant)", table: "trig table (constant)",
   int_array: "integer ids", bool_mask: "boolean mask: true = masked", number: "a number",
@@ -30,13 +29,13 @@ export function isMask(v) {
 /** Show (or clear) a message beside an input; kind is "error" or "warning". */
 export function setMessage(field, text, kind = "error") {
   const msg = field.querySelector(":scope > .msg");
-  msg.textContent = text || "";
+  msg.replaceChildren(...withClauseLinks(text || ""));
   msg.className = `msg ${text ? kind : ""}`;
   const control = field.querySelector("[data-control]");
   if (control) control.setAttribute("aria-invalid", text && kind === "error" ? "true" : "false");
 }
 
-function liveShape(textarea, out, kind, outer) {
+function liveShape(textarea, out, isBoolean, outer) {
   try {
     const { value: v, overflowed } = readValue(textarea.value, outer);
     const shape = shapeOf(v);
@@ -49,7 +48,7 @@ function liveShape(textarea, out, kind, outer) {
     return v;
   } catch (err) {
     out.textContent = err.tooDeep ? `too deep: ${err.message.replace(/^is /, "")}`
-      : kind === "bool_mask" ? "shape: not yet a list of true / false" : "shape: not yet a number list";
+      : isBoolean ? "shape: not yet a list of true / false" : "shape: not yet a number list";
     out.classList.add("bad");
     return undefined;
   }
@@ -104,38 +103,40 @@ export function makeEditor(spec, value, { requiresGrad = true, onChange = () => 
   const field = el("div", { class: `field kind-${spec.kind}` });
   field.dataset.input = spec.name;
   const words = KIND_WORDS[spec.kind] ?? spec.kind;
+  const isBoolean = spec.dtype === "bool";
+  const integer = spec.dtype !== "float64";     // a typed -0 is the integer 0 there, not -0.0
   field.append(el("label", { for: id },
     el("span", { class: "name", text: spec.name }), " ",
     el("span", { class: "kind", text: words + (spec.shape ? ` · ${spec.shape}` : "") })));
-  if (spec.doc) field.append(el("p", { class: "doc", id: `${id}-doc`, text: spec.doc }));
+  if (spec.doc) field.append(el("p", { class: "doc", id: `${id}-doc` }, ...withClauseLinks(spec.doc)));
   const described = `${msgId}${spec.doc ? ` ${id}-doc` : ""}`;
   let control;
   let read;
   let write;
 
-  if (ARRAY_KINDS.has(spec.kind)) {
+  if (spec.array) {
     control = el("textarea", { id, class: "code", rows: "3", spellcheck: "false", "aria-describedby": described });
     const shape = el("span", { class: "shape-live", "aria-live": "polite" });
     write = (v) => {
       control.value = v === undefined || v === null ? "" : formatValue(v);
       control.rows = Math.min(8, Math.max(1, control.value.split("\n").length));
-      liveShape(control, shape, spec.kind, outer);
+      liveShape(control, shape, isBoolean, outer);
     };
     read = () => {
       if (control.value.trim() === "" && !spec.required) return undefined;
       const v = parseValue(control.value, outer);
-      return INTEGER_KINDS.has(spec.kind) ? withoutNegativeZero(v) : v;
+      return integer ? withoutNegativeZero(v) : v;
     };
     control.addEventListener("input", () => {
       control.rows = Math.min(8, Math.max(control.rows, control.value.split("\n").length));
-      liveShape(control, shape, spec.kind, outer);
+      liveShape(control, shape, isBoolean, outer);
       onChange();
     });
     field.append(control, shape);
     write(value);
-    if (spec.kind === "bool_mask") field.append(maskGrid(control, spec.name, onChange, outer));
+    if (isBoolean) field.append(maskGrid(control, spec.name, onChange, outer));
     if (spec.kind === "variable") field.append(maskGrid(control, spec.name, onChange, outer, true));
-  } else if (spec.kind === "bool") {
+  } else if (isBoolean) {
     control = el("input", { id, type: "checkbox", "aria-describedby": described });
     write = (v) => { control.checked = Boolean(v); };
     read = () => control.checked;
@@ -155,8 +156,8 @@ export function makeEditor(spec, value, { requiresGrad = true, onChange = () => 
         throw new Error("is required");
       }
       let v = parseValue(text, outer);
-      if (INTEGER_KINDS.has(spec.kind)) v = withoutNegativeZero(v);
-      if (spec.kind === "int" && !Number.isInteger(v)) throw new Error("must be an integer");
+      if (integer) v = withoutNegativeZero(v);
+      if (spec.dtype === "int64" && !Number.isInteger(v)) throw new Error("must be an integer");
       if (spec.kind === "shape" && typeof v === "number") return [v];
       return v;
     };

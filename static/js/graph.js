@@ -13,7 +13,7 @@ function svgEl(tag, attrs = {}) {
 
 /** A node's first line: the variable's or constant's name, else the op. */
 export function nodeLabel(n) {
-  return n.name ?? n.label ?? (n.op === "const" || n.op === "constant" ? String(n.value) : n.op);
+  return n.name ?? (n.op === "constant" ? String(n.value) : n.op);
 }
 
 export function shapeLabel(shape) {
@@ -25,7 +25,7 @@ export function shapeLabel(shape) {
 function layout(nodes) {
   const depth = new Map();
   for (const n of nodes) {
-    const ins = (n.inputs ?? []).filter((i) => depth.has(i));
+    const ins = n.inputs.filter((i) => depth.has(i));
     depth.set(n.id, ins.length ? 1 + Math.max(...ins.map((i) => depth.get(i))) : 0);
   }
   const columns = [];
@@ -59,7 +59,7 @@ export function drawGraph(svg, nodes, { onSelect }) {
   const edges = svgEl("g", { class: "edges" });
   for (const n of nodes) {
     const to = pos.get(n.id);
-    for (const i of n.inputs ?? []) {
+    for (const i of n.inputs) {
       const from = pos.get(i);
       if (!from) continue;
       const x1 = from.x + W, y1 = from.y + H / 2, x2 = to.x, y2 = to.y + H / 2;

@@ -39,18 +39,15 @@ export function pyIndex(v) {
   return item(v);
 }
 
+/** A constant input as a Python argument, from what the registry says of it (array, dtype). */
 function pyArg(spec, v) {
-  switch (spec.kind) {
-    case "tensor": return null;                                   // a named Tensor variable
-    case "array": case "table": return pyFloatArray(v);
-    case "int_array": return `np.array(${pyLiteral(v)})`;
-    case "bool_mask": return `np.array(${pyLiteral(v)}, dtype=bool)`;
-    case "number": return pyNumber(v);
-    case "axis": case "axes": case "shape":
-      return Array.isArray(v) ? `(${v.join(", ")}${v.length === 1 ? "," : ""})` : pyNumber(v);
-    case "index": return `(${pyIndex(v)})`;
-    default: return pyLiteral(v);
+  if (spec.kind === "index") return `(${pyIndex(v)})`;
+  if (spec.array) {
+    if (spec.dtype === "bool") return `np.array(${pyLiteral(v)}, dtype=bool)`;
+    return spec.dtype === "int64" ? `np.array(${pyLiteral(v)})` : pyFloatArray(v);
   }
+  if (Array.isArray(v)) return `(${v.join(", ")}${v.length === 1 ? "," : ""})`;   // axis, axes, shape
+  return pyNumber(v);
 }
 
 function backward(gradOutput) {
@@ -67,12 +64,12 @@ const FOOTER = (out, names) => [
 /** One op with its inputs, as a script using glassllm.autograd (or glassllm.layers). */
 export function opPython(op, inputs, requiresGrad, gradOutput) {
   const lines = ["import numpy as np", "", "from glassllm import Tensor",
-    `from ${op.module || "glassllm.autograd"} import ${op.name}`, ""];
+    `from ${op.module} import ${op.name}`, ""];
   const args = [];
   for (const spec of op.inputs) {
     const have = spec.name in inputs;
     const v = have ? inputs[spec.name] : spec.default;
-    if (spec.kind === "tensor") {
+    if (spec.differentiable) {                                    // a tensor
       const rg = requiresGrad.includes(spec.name) ? ", requires_grad=True" : "";
       lines.push(`${spec.name} = Tensor(${pyFloatArray(v)}${rg})`);
       args.push(spec.name);
@@ -95,7 +92,7 @@ export function opPython(op, inputs, requiresGrad, gradOutput) {
 export function exprPython(expression, variables, ops, gradOutput, { kinds = {}, wantGrad = [] } = {}) {
   const used = ops.filter((op) => new RegExp(`\\b${op.name}\\s*\\(`).test(expression));
   const byModule = {};
-  for (const op of used) (byModule[op.module || "glassllm.autograd"] ??= []).push(op.name);
+  for (const op of used) (byModule[op.module] ??= []).push(op.name);
   const lines = ["import numpy as np", "", "from glassllm import Tensor"];
   for (const [mod, names] of Object.entries(byModule)) lines.push(`from ${mod} import ${names.sort().join(", ")}`);
   lines.push("", "inf, nan = np.inf, np.nan", "");

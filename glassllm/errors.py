@@ -1,0 +1,67 @@
+"""One error family for every refusal of bad input (SPEC H4).
+
+`InputError` is a ValueError, as NumPy's own errors are (L0.4), that names the input to
+fix in ``.input``. Its kinds say which rule was broken:
+
+- `WireError`: a value that does not fit its input's kind (a ragged list, a float id);
+- `ShapeError`: shapes (or a head count) that break an op's documented contract;
+- `LimitError`: a request that would exceed a size limit (`glassllm.limits.Limits`);
+- `ComputeError`: NumPy refused the computation (a broadcast, an axis, an index);
+- `ExprError` (`glassllm.expr`): the expression language, with the offending position.
+
+The library knows no HTTP: the service maps each kind to one status, once
+(``service/errors.py``). A class that derives from two kinds (an expression's limit is an
+`ExprError` and a `LimitError`) takes the status of the first kind the service maps.
+"""
+
+from __future__ import annotations
+
+__all__ = ["ComputeError", "InputError", "LimitError", "ShapeError", "WireError"]
+
+
+class InputError(ValueError):
+    """Bad input: ``.input`` names the argument (or request field) to fix; str() says why.
+
+    ``code`` is a stable machine-readable name of the rule broken (the error body's code).
+    """
+
+    code = "invalid_input"
+
+    def __init__(self, input: str | None, message: str):
+        super().__init__(message)
+        self.input = input
+        self.message = message
+
+
+class WireError(InputError):
+    """A value that does not fit its input's kind (SPEC H3, H4); ``.rule`` is the rule alone."""
+
+    def __init__(self, name: str, rule: str):
+        super().__init__(name, f"input '{name}': {rule}")
+        self.rule = rule
+
+
+class ShapeError(InputError):
+    """An input whose shape (or head count) breaks an op's documented contract.
+
+    ``input`` is the argument to fix, e.g. ``"ffn_norm"`` or ``"n_heads"`` (a
+    comma-separated list when several clash).
+    """
+
+    code = "shape_error"
+
+
+class LimitError(InputError):
+    """A request that would exceed a size limit (SPEC H5); names the input."""
+
+    code = "too_large"
+
+    def __init__(self, name: str, rule: str):
+        super().__init__(name, f"input '{name}': {rule}")
+        self.rule = rule
+
+
+class ComputeError(InputError):
+    """NumPy refused the computation of an op (a broadcast, axis or index error, L0.4)."""
+
+    code = "numpy_error"

@@ -1,0 +1,311 @@
+"""Evaluating an expression: forward keeping every adjoint, one backward, the report."""
+
+from __future__ import annotations
+
+import keyword
+import math
+from typing import Any
+
+import numpy as np
+
+from glassllm import autograd, registry
+from glassllm.errors import LimitError, WireError
+from glassllm.expr.errors import ExprComputeError, ExprError, ExprLimitError
+from glassllm.expr.graph import NODE_COST, Builder, IndexArg, LiteralArg, Node, NodeArg
+from glassllm.expr.parse import CONSTANT_NAMES, DEFAULT_LIMITS, parse
+from glassllm.float_warnings import FloatWarnings
+from glassllm.gradcheck import gradcheck
+from glassllm.limits import Limits
+from glassllm.registry import NO_GRADIENT_RULE, NUMPY_ERRORS
+from glassllm.tensor import Tensor
+from glassllm.wire import coerce, encode_array, is_base64
+
+# --------------------------------------------------------------------------------------
+# evaluation: forward keeping every adjoint (retain_grad), one backward, then the report
+# --------------------------------------------------------------------------------------
+
+def _forward(nodes: list[Node], leaves: dict[int, Tensor], fw: FloatWarnings | None = None,
+             retain: bool = False) -> list[Any]:
+    """Run the graph; tensor variables come from `leaves` (constants when absent)."""
+    vals: list[Any] = []
+    for n in nodes:
+        if n.op == "variable":
+            if n.kind in ("tensor", "array", "table"):
+                v = leaves[n.id] if n.id in leaves else Tensor(n.value)
+            else:
+                v = n.value
+        elif n.op == "constant":
+            v = Tensor(n.value)
+        else:
+            op = registry.OPS[n.op]
+            call = []
+            for spec, arg in zip(op.inputs, n.args, strict=True):
+                if isinstance(arg, LiteralArg):
+                    call.append(arg.value)
+                elif isinstance(arg, IndexArg):
+                    call.append(arg.index)
+                elif spec.kind in ("array", "table"):
+                    call.append(vals[arg.id].data)            # a constant (L0.6)
+                else:
+                    call.append(vals[arg.id])
+            if fw is not None:
+                fw.where = f" in node {n.id} `{n.text[:40]}`"
+            try:
+                out = op.fn(*call)
+            except NUMPY_ERRORS as exc:
+                raise ExprComputeError(f"`{n.text[:60]}`: {n.op}: {type(exc).__name__}: {exc}",
+                                       span=n.span,
+                                       position=n.span[0], op=n.op) from None
+            v = out if isinstance(out, Tensor) else Tensor(out)   # ndarray ops: constants (L0.2)
+            if retain and v.requires_grad:
+                v.retain_grad()
+        vals.append(v)
+    return vals
+
+
+def _variables(variables: Any) -> dict[str, tuple[Any, bool | None]]:
+    """{name: {"value": ..., "requires_grad": ...}} or {name: value} → {name: (value, rg)}."""
+    if variables is None:
+        return {}
+    if not isinstance(variables, dict):
+        raise ExprError("'variables' must be an object: name → {\"value\": ...,"
+                        " \"requires_grad\": ...}", input="variables")
+    out: dict[str, tuple[Any, bool | None]] = {}
+    for name, spec in variables.items():
+        if not (isinstance(name, str) and name.isascii() and name.isidentifier()
+                and not keyword.iskeyword(name) and not name.startswith("__")
+                and name not in CONSTANT_NAMES and len(name) <= 64):
+            raise ExprError(f"variable name {str(name)[:40]!r} must be a Python identifier of"
+                            " at most 64 characters, not a keyword, inf, nan or a __dunder__",
+                            input="variables")
+        rg = None
+        if isinstance(spec, Tensor):
+            value, rg = spec.data, spec.requires_grad
+        elif isinstance(spec, dict) and not is_base64(spec):
+            extra = sorted(set(spec) - {"value", "requires_grad"})
+            if extra or "value" not in spec:
+                raise ExprError(f"variable '{name}' must be {{\"value\": ..., \"requires_grad\":"
+                                " true | false}} (or the bare value)", input=f"variables.{name}")
+            value, rg = spec["value"], spec.get("requires_grad")
+            if rg is not None and not isinstance(rg, bool):
+                raise ExprError(f"variable '{name}': requires_grad must be true or false",
+                                input=f"variables.{name}")
+        else:
+            value = spec
+        if isinstance(value, Tensor):
+            value = value.data
+        if isinstance(value, np.ndarray | np.generic):
+            value = value.tolist()
+        out[name] = (value, rg)
+    return out
+
+
+def _ledger(n: Node, nodes: list[Node]) -> list[dict]:
+    """Per tensor input: the axes of the incoming gradient summed to undo broadcasting
+    (L0.5), as the op's shape rule planned them."""
+    if n.op in ("variable", "constant"):
+        return []
+    op = registry.OPS[n.op]
+    return [{"input": arg.id, "summed_axes": list(n.summed.get(spec.name, ()))}
+            for spec, arg in zip(op.inputs, n.args, strict=True)
+            if isinstance(arg, NodeArg) and spec.kind == "tensor"]
+
+
+def _nonfinite(a: Any) -> int:
+    a = np.asarray(a)
+    return int(a.size - np.count_nonzero(np.isfinite(a))) if a.dtype.kind == "f" else 0
+
+
+def _encode_float(x: float) -> Any:
+    return encode_array(np.float64(x))
+
+
+def evaluate(expression: str, variables: Any = None, grad_output: Any = None,
+             check: bool = False, limits: Limits = DEFAULT_LIMITS, *,
+             maybe_bools: bool = True) -> dict:
+    """Evaluate `expression` forward and backward; the result is the ``/api/v1/eval`` body.
+
+    Args:
+        expression: e.g. ``"embedding(weight, ids).sum()"``.
+        variables: name → ``{"value": array, "requires_grad": bool}`` or the bare value
+            (nested lists in the wire format, NumPy arrays, Tensors). ``requires_grad``
+            defaults to true for a variable used as a differentiable tensor (as H2).
+        grad_output: the seed of the backward pass, shaped like the output; default ones
+            (the gradient of the output's sum, H2).
+        check: also compare every gradient with central differences (`gradcheck`).
+        limits: the bounds (H5); refusals are `ExprLimitError`s.
+        maybe_bools: a speed hint for large arrays (see `glassllm.wire`); keep True unless
+            you know the JSON holds no ``true`` / ``false``.
+
+    Raises: `ExprError` (and its kinds: limit, shape, compute) naming the position or input.
+
+    Example:
+        >>> r = evaluate("embedding(weight, ids).sum()",
+        ...              {"weight": [[0.0, 0.0]] * 4, "ids": [1, 2, 1]})
+        >>> r["grads"]["weight"]
+        [[0.0, 0.0], [2.0, 2.0], [1.0, 1.0], [0.0, 0.0]]
+
+    Clauses: H2, H3, H5, L0.5, L0.6.
+    """
+    if not isinstance(check, bool):
+        raise ExprError("'check' must be true or false", input="check")
+    vars_ = _variables(variables)
+    parsed = parse(expression, limits)
+    builder = Builder(parsed, vars_, limits, maybe_bools=maybe_bools)
+    out_id = builder.expr(parsed.tree.body)
+    nodes = builder.nodes
+    _check_constant_reuse(nodes)
+    out_node = nodes[out_id]
+
+    seed = None
+    if grad_output is not None:
+        if not out_node.requires_grad:
+            raise ExprError("grad_output was given but the output does not require grad (no"
+                            " variable it depends on requires grad, or it is an ndarray, L0.2)",
+                            input="grad_output")
+        if isinstance(grad_output, Tensor):
+            grad_output = grad_output.data
+        if isinstance(grad_output, np.ndarray | np.generic):
+            grad_output = grad_output.tolist()
+        try:
+            seed = coerce("tensor", "grad_output", grad_output, maybe_bools=maybe_bools,
+                          max_elements=limits.max_result_elements)
+        except LimitError as exc:             # a binary seed's declared shape, before decoding
+            raise ExprLimitError(str(exc), input="grad_output") from None
+        except WireError as exc:
+            raise ExprError(str(exc), input="grad_output") from None
+        if seed.shape != out_node.shape:
+            raise ExprError(f"grad_output has shape {list(seed.shape)} but the output has shape"
+                            f" {list(out_node.shape)}", input="grad_output")
+    checked = [n for n in nodes if n.op == "variable" and n.kind == "tensor" and n.requires_grad]
+    if check:
+        _check_cost(sum(math.prod(n.shape) for n in checked), builder, limits)
+
+    fw = FloatWarnings()
+    with fw:
+        leaves = {n.id: Tensor(n.value, requires_grad=True) for n in checked}
+        vals = _forward(nodes, leaves, fw, retain=True)
+        out = vals[out_id]
+        if out.requires_grad:
+            fw.where = " during backward"
+            seed = np.ones_like(out.data) if seed is None else seed
+            try:
+                out.backward(seed)
+            except NUMPY_ERRORS as exc:
+                raise ExprComputeError(f"backward: {type(exc).__name__}: {exc}") from None
+        report = None
+        if check and out.requires_grad:
+            fw.where = " during check"
+            report = _gradcheck(nodes, out_id, checked, seed)
+        elif check:
+            report = {}
+
+    grads_of = [None] * len(nodes)
+    for n in nodes:
+        if n.requires_grad and out.requires_grad:
+            g = vals[n.id].grad
+            grads_of[n.id] = np.zeros(n.shape) if g is None else g
+    first = None
+    for n in nodes:
+        count = _nonfinite(vals[n.id].data if isinstance(vals[n.id], Tensor) else vals[n.id])
+        if count:
+            first = {"node": n.id, "pass": "forward", "count": count}
+            break
+    if first is None:
+        for n in reversed(nodes):
+            count = 0 if grads_of[n.id] is None else _nonfinite(grads_of[n.id])
+            if count:
+                first = {"node": n.id, "pass": "backward", "count": count}
+                break
+
+    value = vals[out_id].data
+    return {
+        "value": encode_array(value),
+        "shape": list(value.shape),
+        "grads": {n.name: encode_array(grads_of[n.id]) for n in checked
+                  if grads_of[n.id] is not None},
+        "warnings": fw.messages,
+        "output": out_id,
+        "nodes": [_describe_node(n, vals[n.id], grads_of[n.id], nodes) for n in nodes],
+        "first_nonfinite": first,
+        "check": report,
+    }
+
+
+def planned_cost(expression: str, variables: Any = None, limits: Limits = DEFAULT_LIMITS, *,
+                 maybe_bools: bool = True) -> tuple[int, int]:
+    """What `evaluate` would build, known before any compute — an expression's
+    `glassllm.registry.Prepared.cost`: (elements of every node of the graph, matmul
+    multiply-adds of forward + backward). Refuses as `evaluate` would (`ExprError`s)."""
+    vars_ = _variables(variables)
+    builder = Builder(parse(expression, limits), vars_, limits, maybe_bools=maybe_bools)
+    builder.expr(builder.p.tree.body)
+    return builder.elements, builder.madds
+
+
+def _check_cost(count: int, builder: Builder, limits: Limits) -> None:
+    """Refuse `check` (413) before computing when it would be too long (H5).
+
+    Central differences run the whole forward pass twice per checked element, so the
+    work is ≈ 2 · count · (the forward's multiply-adds + the elements it builds + a
+    per-node cost): held to the same multiply-add limit as the rest of the request.
+    """
+    if count > limits.max_check_elements:
+        raise ExprLimitError(f"check would finite-difference {count} elements; the limit is"
+                             f" {limits.max_check_elements}", input="check")
+    total = 2 * count * builder.forward_work
+    if total > limits.max_matmul_madds:
+        raise ExprLimitError(f"check would finite-difference {count} elements with 2 forward passes"
+                             f" each, {builder.forward_work} operations per pass (multiply-adds,"
+                             f" elements built, {NODE_COST} per node): {total} in all; the limit is"
+                             f" {limits.max_matmul_madds} (SPEC H5)", input="check")
+
+
+def _describe_node(n: Node, v: Any, grad: Any, nodes: list[Node]) -> dict:
+    data = v.data if isinstance(v, Tensor) else v
+    out = {"id": n.id, "op": n.op, "span": list(n.span), "text": n.text,
+           "inputs": n.inputs, "shape": list(np.shape(data)), "requires_grad": n.requires_grad,
+           "value": encode_array(data), "grad": None if grad is None else encode_array(grad),
+           "ledger": _ledger(n, nodes)}
+    if n.op == "variable":
+        out["name"], out["kind"] = n.name, n.kind
+    return out
+
+
+def _check_constant_reuse(nodes: list[Node]) -> None:
+    """`x ** x` with x requiring grad would silently treat the exponent as a constant: refuse."""
+    differentiable = {n.name for n in nodes if n.op == "variable" and n.kind == "tensor"
+                      and n.requires_grad}
+    for n in nodes:
+        if n.op == "variable" and n.kind != "tensor" and n.name in differentiable:
+            raise ExprError(f"variable '{n.name}' requires grad, but here it is read as a"
+                            f" constant ({n.kind}): {NO_GRADIENT_RULE}; write exp(b * log(a)) for a"
+                            " differentiable exponent, or set requires_grad false",
+                            span=n.span, position=n.span[0], input=f"variables.{n.name}")
+
+
+def _gradcheck(nodes: list[Node], out_id: int, checked: list[Node], seed: np.ndarray) -> dict:
+    """Central differences in float64 for every variable that requires grad (STYLE 7)."""
+    ids = [n.id for n in checked]
+
+    def fn(*tensors: Tensor) -> Tensor:
+        return _forward(nodes, dict(zip(ids, tensors, strict=True)))[out_id]
+
+    inputs = [Tensor(n.value, requires_grad=True) for n in checked]
+    # A non-finite output (a masked -inf) makes sum(out * seed) non-finite, and its finite
+    # differences NaN: those positions are left out of the checked objective, and said so.
+    out = fn(*[Tensor(n.value) for n in checked]).data
+    finite = np.isfinite(out)
+    note = None
+    check_fn = fn
+    if not finite.all():
+        def check_fn(*tensors: Tensor) -> Tensor:
+            return autograd.where(finite, fn(*tensors), 0.0)
+        note = (f"{int(finite.size - finite.sum())} non-finite output positions are left out"
+                " of the checked objective sum(out * grad_output)")
+    result = gradcheck(check_fn, *inputs, grad_output=seed)
+    return {n.name: {"analytic": encode_array(c.analytic), "numeric": encode_array(c.numeric),
+                     "max_abs_err": _encode_float(c.max_abs_err),
+                     "max_rel_err": _encode_float(c.max_rel_err),
+                     "passed": c.passed, "note": note}
+            for n, c in zip(checked, result.inputs, strict=True)}

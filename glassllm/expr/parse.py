@@ -1,0 +1,177 @@
+"""Parsing an expression: source checks (length, characters, bracket depth), then
+``ast.parse(mode="eval")``, then a walk that checks every node against a whitelist.
+Nothing is compiled or run."""
+
+from __future__ import annotations
+
+import ast
+import math
+from dataclasses import dataclass
+from typing import Any
+
+from glassllm import registry
+from glassllm.expr.errors import ExprError
+from glassllm.limits import Limits
+
+DEFAULT_LIMITS = Limits()
+
+BINOPS = {ast.Add: "add", ast.Sub: "sub", ast.Mult: "mul", ast.Div: "div", ast.Pow: "pow",
+          ast.MatMult: "matmul"}
+METHODS = {"sum": "tsum", "mean": "mean", "max": "max", "reshape": "reshape",
+           "transpose": "transpose"}
+CONSTANT_NAMES = {"inf": math.inf, "nan": math.nan}
+ALLOWED = (ast.Expression, ast.BinOp, ast.UnaryOp, ast.USub, ast.Call, ast.Name, ast.Constant,
+           ast.Attribute, ast.Subscript, ast.Slice, ast.Tuple, ast.List, ast.keyword, ast.Load,
+           *BINOPS)
+PRINTABLE = frozenset(range(0x20, 0x7F)) | {0x09, 0x0A, 0x0D}
+
+
+# --------------------------------------------------------------------------------------
+# parsing: source checks, then ast.parse, then a whitelist walk
+# --------------------------------------------------------------------------------------
+
+@dataclass
+class Parsed:
+    tree: ast.Expression
+    source: str
+    line_starts: list[int]
+
+    def pos(self, node: ast.AST) -> int:
+        return self.line_starts[node.lineno - 1] + node.col_offset
+
+    def span(self, node: ast.AST) -> tuple[int, int]:
+        return self.pos(node), self.line_starts[node.end_lineno - 1] + node.end_col_offset
+
+    def text(self, node: ast.AST) -> str:
+        start, end = self.span(node)
+        return self.source[start:end]
+
+
+def _fail(message: str, position: int | None = None, **kw: Any) -> ExprError:
+    return ExprError(message, position=position, **kw)
+
+
+def parse(expression: Any, limits: Limits = DEFAULT_LIMITS) -> Parsed:
+    """Check and parse; raises `ExprError` (422) with the offending position."""
+    if not isinstance(expression, str):
+        raise _fail("'expression' must be a string")
+    if len(expression) > limits.max_length:
+        raise _fail(f"the expression has {len(expression)} characters; the limit is"
+                    f" {limits.max_length}", code="expression_too_long")
+    if not expression.strip():
+        raise _fail("the expression is empty")
+    depth = 0
+    for i, ch in enumerate(expression):
+        if ord(ch) not in PRINTABLE:
+            raise _fail(f"character {ch!r} is not part of the expression language", i)
+        if ch in "([{":
+            depth += 1
+            if depth > limits.max_depth:
+                raise _fail(f"brackets nest deeper than {limits.max_depth}", i,
+                            code="too_deep")
+        elif ch in ")]}":
+            depth -= 1
+    try:
+        tree = ast.parse(expression, mode="eval")
+    except SyntaxError as exc:
+        ended = "; the expression ends too soon (a missing operand?)" if not exc.offset else ""
+        raise _fail(f"syntax error: {exc.msg}{ended}",
+                    _syntax_error_position(expression, exc)) from None
+    except (RecursionError, MemoryError, ValueError):
+        raise _fail("the expression is nested too deeply to parse", code="too_deep") from None
+    parsed = Parsed(tree, expression, _line_starts(expression))
+    _whitelist(parsed, limits)
+    return parsed
+
+
+def _syntax_error_position(source: str, exc: SyntaxError) -> int:
+    """Where the parser stopped: the offending token (``*`` in ``x +* y``, ``2`` in ``1 2``,
+    the unclosed ``(``), or — when the input ran out first (``x +``, ``x @``), which
+    Python reports as offset 0 — the end of the expression, where the operand is missing.
+    """
+    if not exc.offset or not exc.lineno:
+        return len(source.rstrip())
+    starts = _line_starts(source)
+    pos = starts[min(exc.lineno - 1, len(starts) - 1)] + exc.offset - 1
+    return min(max(pos, 0), len(source))
+
+
+def _line_starts(source: str) -> list[int]:
+    starts = [0]
+    for i, ch in enumerate(source):
+        if ch == "\n":
+            starts.append(i + 1)
+    return starts
+
+
+def _whitelist(p: Parsed, limits: Limits) -> None:
+    """Every node type, attribute and constant is checked; the earliest offence is reported."""
+    offences: list[tuple[int, str]] = []
+    methods: set[int] = set()          # ids of Attribute nodes that are the callee of a Call
+    count = 0
+    stack: list[tuple[ast.AST, int]] = [(p.tree, 0)]
+    while stack:                        # iterative: a deep tree cannot overflow the stack
+        node, depth = stack.pop()
+        if isinstance(node, ast.expr):
+            count += 1
+            if depth > limits.max_depth:
+                raise _fail(f"the expression nests deeper than {limits.max_depth}", p.pos(node),
+                            code="too_deep")
+        if count > 4 * limits.max_nodes:
+            raise _fail(f"the expression has more than {4 * limits.max_nodes} parts",
+                        code="too_many_nodes")
+        if not isinstance(node, ALLOWED):
+            offences.append((_offence_pos(p, node), _describe(node)))
+            continue
+        if isinstance(node, ast.Constant) and not (
+                node.value is None or node.value is Ellipsis
+                or isinstance(node.value, bool | int | float)):
+            kind = "string" if isinstance(node.value, str | bytes) else type(node.value).__name__
+            offences.append((p.pos(node), f"not part of the expression language: {kind}"
+                                          " literals"))
+        elif isinstance(node, ast.Call):
+            if isinstance(node.func, ast.Attribute):
+                methods.add(id(node.func))
+            elif isinstance(node.func, ast.Name) and registry.get(node.func.id) is None:
+                offences.append((p.pos(node.func), f"'{node.func.id[:40]}' is not an op of the"
+                                                   " registry (GET /api/v1/ops lists them)"))
+            elif not isinstance(node.func, ast.Name):
+                offences.append((p.pos(node.func), "only registry ops and the methods .sum()"
+                                 " .mean() .max() .reshape() .transpose() can be called"))
+            for kw in node.keywords:
+                if kw.arg is None:
+                    offences.append((p.pos(kw), "**keyword unpacking is not part of the"
+                                                " expression language"))
+        elif isinstance(node, ast.Attribute):
+            called = id(node) in methods
+            ok = (node.attr == "T" and not called) or (node.attr in METHODS and called)
+            where = p.span(node)[1] - len(node.attr)
+            if node.attr == "T" and called:
+                offences.append((where, "`.T` is a property, not a method; write x.T or"
+                                        " x.transpose()"))
+            elif not ok:
+                offences.append((where, f"attribute '.{node.attr[:40]}' is not allowed; only"
+                                        " .T and the methods .sum() .mean() .max() .reshape()"
+                                        " .transpose()"))
+        elif isinstance(node, ast.Name) and node.id.startswith("__"):
+            offences.append((p.pos(node), f"the name '{node.id[:40]}' is not allowed"))
+        stack.extend((child, depth + 1) for child in ast.iter_child_nodes(node))
+    if offences:
+        pos, message = min(offences)
+        raise _fail(message, pos)
+
+
+def _offence_pos(p: Parsed, node: ast.AST) -> int:
+    if hasattr(node, "lineno"):
+        return p.pos(node)
+    return 0
+
+
+def _describe(node: ast.AST) -> str:
+    names = {ast.Lambda: "lambda", ast.ListComp: "comprehensions", ast.GeneratorExp:
+             "generator expressions", ast.Compare: "comparisons", ast.BoolOp: "and / or",
+             ast.IfExp: "conditional expressions", ast.Starred: "* unpacking", ast.Dict:
+             "dict literals", ast.Set: "set literals", ast.JoinedStr: "f-strings",
+             ast.NamedExpr: ":=", ast.Await: "await"}
+    what = names.get(type(node), type(node).__name__)
+    return f"not part of the expression language: {what}"

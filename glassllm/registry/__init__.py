@@ -1,0 +1,54 @@
+"""The op registry (SPEC H1): the op table and the one request path that runs it.
+
+- `glassllm.registry.entry`: what is held per op (`Op`, `Input`, `Example`, `Plan`);
+- `glassllm.registry.plans`: each op's shape plan, calling the op's own shape rule;
+- `glassllm.registry.table`: the table itself, `OPS`, in SPEC order;
+- `glassllm.registry.requests`: `prepare` (every check, once) and `run` (compute only).
+
+Pure Python + NumPy: no web framework here.
+"""
+
+from glassllm.errors import LimitError
+from glassllm.registry.entry import DTYPES, NO_GRADIENT_RULE, REQUIRED, Example, Input, Op, Plan
+from glassllm.registry.plans import elementwise, same_as
+from glassllm.registry.requests import (
+                                        NUMPY_ERRORS,
+                                        Prepared,
+                                        RunResult,
+                                        check_limits,
+                                        coerce_inputs,
+                                        compute_error,
+                                        example_answer,
+                                        prepare,
+                                        prepare_args,
+                                        run,
+)
+from glassllm.registry.table import OPS, get
+from glassllm.shapes import matmul_shape, probe
+
+__all__ = [
+                                        "DTYPES",
+                                        "NO_GRADIENT_RULE",
+                                        "NUMPY_ERRORS",
+                                        "OPS",
+                                        "REQUIRED",
+                                        "Example",
+                                        "Input",
+                                        "LimitError",
+                                        "Op",
+                                        "Plan",
+                                        "Prepared",
+                                        "RunResult",
+                                        "check_limits",
+                                        "coerce_inputs",
+                                        "compute_error",
+                                        "elementwise",
+                                        "example_answer",
+                                        "get",
+                                        "matmul_shape",
+                                        "prepare",
+                                        "prepare_args",
+                                        "probe",
+                                        "run",
+                                        "same_as",
+]

@@ -1,0 +1,195 @@
+"""The contract (``docs/*.md``) as HTML at ``/docs/contract/`` (H7): readable offline.
+
+``/docs`` stays FastAPI's Swagger UI; the contract lives beside it. Each page is rendered
+once, with markdown-it-py (CommonMark plus tables), and kept in memory.
+
+Anchors are stable, so the code, the tests and the page can link to a clause:
+
+- a heading that starts with a clause id gets that id (``## L3 Embedding …`` -> ``#L3``);
+- a list item that starts with a bold clause id gets it (``- **L3.5** …`` -> ``#L3.5``);
+- any other heading gets its text as a slug (``### softmax`` -> ``#softmax``);
+- every other clause id in the prose links to its anchor (``(L1.2)`` -> ``library#L1.2``).
+
+``<!-- inputs: NAME -->`` in ``library.md`` becomes the table of op NAME's inputs, read
+from the registry, and ``<!-- settings -->`` in ``http.md`` the table of the service's
+settings, read from service/settings.py: the docs never restate by hand what the code
+already knows (a default written twice drifts). Links
+between the Markdown files (``http.md#H5``) become links between the served pages.
+"""
+
+from __future__ import annotations
+
+import ast
+import functools
+import html
+import re
+from pathlib import Path
+
+from fastapi import APIRouter, HTTPException
+from markdown_it import MarkdownIt
+from markdown_it.token import Token
+from starlette.responses import HTMLResponse, RedirectResponse
+
+from glassllm import registry
+from service.settings import ENV_PREFIX
+
+HERE = Path(__file__).resolve().parent.parent
+PAGES = {"": "index", "library": "library", "http": "http", "page": "page"}
+CLAUSE = re.compile(r"^([LHP](?:0|[1-9][0-9]*)(?:\.[0-9]+)?)\b")
+INPUTS = re.compile(r"^<!-- inputs: ([a-z_]+) -->$", re.MULTILINE)
+MD_LINK = re.compile(r"^(index|library|http|page)\.md(#.*)?$")
+
+router = APIRouter(prefix="/docs/contract", include_in_schema=False)
+
+
+def docs_dir() -> Path:
+    """The docs shipped in the wheel (service/docs), else the repository's (docs/)."""
+    for candidate in (HERE / "docs", HERE.parent / "docs"):
+        if (candidate / "index.md").is_file():
+            return candidate
+    raise RuntimeError("docs/index.md not found")
+
+
+def inputs_table(name: str) -> str:
+    """The Markdown table of one registry op's inputs."""
+    op = registry.OPS[name]
+    rows = ["| input | kind | shape | gradient | default | meaning |", "|---|---|---|---|---|---|"]
+    for i in op.inputs:
+        default = "required" if i.required else f"`{i.default!r}`"
+        grad = "yes" if i.differentiable else "no"
+        doc = i.doc.replace("|", r"\|")
+        rows.append(f"| `{i.name}` | {i.kind} | {i.shape or ''} | {grad} | {default} | {doc} |")
+    returns = "an `np.ndarray`, no gradients" if op.output == "ndarray" else "a `Tensor`"
+    return (f"\n*Inputs* (`{op.module}.{op.name}`, returns {returns}; source:"
+            f" {op.clause}):\n\n" + "\n".join(rows) + "\n")
+
+
+CLAUSE_IN_TEXT = re.compile(r"\b([LHP](?:0|[1-9][0-9]*)(?:\.[0-9]+)?)\b")
+PART_PAGE = {"L": "library", "H": "http", "P": "page"}
+
+
+def _text(content: str) -> Token:
+    return Token("text", "", 0, content=content)
+
+
+def _link_clauses(inline: Token, page: str) -> None:
+    """Each clause id in the prose (not in code, not already in a link) links to its anchor."""
+    out: list[Token] = []
+    depth = 0
+    for child in inline.children or []:
+        depth += {"link_open": 1, "link_close": -1}.get(child.type, 0)
+        if child.type != "text" or depth or not CLAUSE_IN_TEXT.search(child.content):
+            out.append(child)
+            continue
+        at = 0
+        for m in CLAUSE_IN_TEXT.finditer(child.content):
+            out.append(_text(child.content[at:m.start()]))
+            target = PART_PAGE[m.group(1)[0]]
+            href = ("" if target == page else target) + f"#{m.group(1)}"
+            out += [Token("link_open", "a", 1, attrs={"href": href, "class": "clause"}),
+                    _text(m.group(1)), Token("link_close", "a", -1)]
+            at = m.end()
+        out.append(_text(child.content[at:]))
+    inline.children = out
+
+
+def settings_table() -> str:
+    """The Markdown table of the service's settings, read from service/settings.py: each
+    field's variable, its default as written in the code, and its docstring."""
+    source = (HERE / "settings.py").read_text(encoding="utf-8")
+    cls = next(n for n in ast.parse(source).body
+               if isinstance(n, ast.ClassDef) and n.name == "Settings")
+    rows = ["| variable | default | what it limits |", "|---|---|---|"]
+    for field, after in zip(cls.body, [*cls.body[1:], None], strict=True):
+        if not (isinstance(field, ast.AnnAssign) and isinstance(field.target, ast.Name)):
+            continue
+        doc = after.value.value if (isinstance(after, ast.Expr) and isinstance(
+            after.value, ast.Constant) and isinstance(after.value.value, str)) else ""
+        default = ast.get_source_segment(source, field.value) if field.value else ""
+        words = " ".join(doc.split()).replace("|", r"\|")
+        rows.append(f"| `{ENV_PREFIX}{field.target.id.upper()}` | `{default}` | {words} |")
+    return "\n".join(rows) + "\n"
+
+
+def _slug(text: str) -> str:
+    return re.sub(r"[^a-z0-9_]+", "-", text.lower()).strip("-")
+
+
+def _anchor(tokens: list[Token], page: str) -> None:
+    """Give headings and clause list items their ids (see the module docstring), and link
+    the clause ids of the prose."""
+    for k, tok in enumerate(tokens):
+        if tok.type == "heading_open":
+            text = tokens[k + 1].content
+            match = CLAUSE.match(text)
+            tok.attrSet("id", match.group(1) if match else _slug(text))
+        elif tok.type == "list_item_open" and k + 2 < len(tokens):
+            inline = tokens[k + 2]
+            kids = [c for c in inline.children or [] if c.type != "text" or c.content]
+            if (inline.type == "inline" and len(kids) >= 2 and kids[0].type == "strong_open"
+                    and (match := CLAUSE.match(kids[1].content))
+                    and match.group(1) == kids[1].content):
+                tok.attrSet("id", match.group(1))
+        elif tok.type == "inline":
+            for child in tok.children or []:
+                href = child.attrGet("href") if child.type == "link_open" else None
+                if href and (m := MD_LINK.match(str(href))):
+                    served = "./" if m.group(1) == "index" else m.group(1)
+                    child.attrSet("href", served + (m.group(2) or ""))
+            if k == 0 or tokens[k - 1].type != "heading_open":
+                _link_clauses(tok, page)
+
+
+STYLE = """
+body { font: 16px/1.5 system-ui, sans-serif; color: #1b1f24; max-width: 60rem;
+       margin: 0 auto; padding: 1rem 1.5rem 4rem; }
+nav { border-bottom: 1px solid #d0d7de; padding-bottom: .5rem; margin-bottom: 1rem; }
+nav a { margin-right: 1rem; }
+a { color: #0b5cad; }
+code, pre { font: 0.9em ui-monospace, monospace; background: #f3f5f7; }
+pre { padding: .6rem .8rem; overflow-x: auto; }
+table { border-collapse: collapse; margin: .5rem 0 1rem; }
+th, td { border: 1px solid #d0d7de; padding: .25rem .5rem; text-align: left;
+         vertical-align: top; }
+li[id]:target, h2:target, h3:target { background: #fff3c4; }
+h3 { margin-top: 2rem; border-top: 1px solid #eaeef2; padding-top: 1rem; }
+"""
+
+
+@functools.cache
+def render(name: str) -> str:
+    """One docs page as a whole HTML document."""
+    text = (docs_dir() / f"{name}.md").read_text(encoding="utf-8")
+    text = INPUTS.sub(lambda m: inputs_table(m.group(1)), text)
+    text = text.replace("<!-- settings -->", settings_table())
+    md = MarkdownIt("commonmark", {"html": True}).enable("table")
+    tokens = md.parse(text)
+    _anchor(tokens, name)
+    body = md.renderer.render(tokens, md.options, {})
+    title = text.splitlines()[0].lstrip("# ").strip()
+    nav = " ".join(f'<a href="{href}">{label}</a>' for href, label in (
+        ("./", "Contract"), ("library", "Library (L)"), ("http", "HTTP (H)"),
+        ("page", "Page (P)"), ("/", "Playground"), ("/docs", "API (Swagger UI)")))
+    return (f'<!doctype html>\n<html lang="en"><head><meta charset="utf-8">'
+            f'<meta name="viewport" content="width=device-width, initial-scale=1">'
+            f"<title>{html.escape(title)} — glassllm</title><style>{STYLE}</style></head>"
+            f"<body><nav>{nav}</nav><main>{body}</main></body></html>\n")
+
+
+@router.get("", response_class=RedirectResponse)
+def contract_root() -> RedirectResponse:
+    return RedirectResponse("/docs/contract/")
+
+
+@router.get("/", response_class=HTMLResponse)
+def contract_index() -> HTMLResponse:
+    return HTMLResponse(render("index"))
+
+
+@router.get("/{page}", response_class=HTMLResponse)
+def contract_page(page: str) -> HTMLResponse:
+    name = PAGES.get(page)
+    if name is None:
+        raise HTTPException(404, f"no contract page {page[:40]!r}; the pages are"
+                            " library, http, page")
+    return HTMLResponse(render(name))

@@ -1,0 +1,184 @@
+// The case on screen, in either mode: one op with a field per input, or an expression
+// with its variables. Each mode turns its fields into a request body, or says beside
+// the field why it cannot (the page refuses what it can tell is wrong before sending).
+
+import { clauseLink, el, withClauseLinks } from "./dom.js";
+import { isMask, makeEditor, setMessage } from "./editors.js";
+import { run } from "./run.js";
+import { hideCopy } from "./share.js";
+import { $, opByName, state } from "./state.js";
+import { toJSON } from "./wire.js";
+
+export function setMode(mode) {
+  if (mode !== state.mode) hideCopy();
+  state.mode = mode;
+  $(`#mode-${mode}`).checked = true;
+  $("#op-mode").hidden = mode !== "op";
+  $("#expr-mode").hidden = mode !== "expr";
+}
+
+/** Any edit: the case no longer is the example it came from. */
+export function caseChanged() { state.example = null; }
+
+// --------------------------------------------------------------------------------------
+// one op
+// --------------------------------------------------------------------------------------
+
+/** The form of one op; inputs default to the op's first example. */
+export function showOp(name, inputs = null, requiresGrad = null) {
+  hideCopy();
+  const op = opByName(name) ?? state.ops[0];
+  state.op = op;
+  $("#op-select").value = op.name;
+  $("#op-summary").replaceChildren(`${op.summary} (SPEC `, clauseLink(op.clause), `; ${op.module}.${op.name}` +
+    (op.output === "ndarray" ? "; returns an ndarray: no gradients" : "") + ")");
+  const first = op.examples[0]?.request ?? { inputs: {} };
+  const values = inputs ?? first.inputs;
+  const rg = requiresGrad ?? (inputs ? null : first.requires_grad ?? null);
+  showOpExamples(op);
+
+  const box = $("#op-inputs");
+  box.replaceChildren();
+  state.editors.clear();
+  for (const spec of op.inputs) {
+    const editor = makeEditor(spec, values[spec.name] ?? (spec.required ? null : undefined), {
+      requiresGrad: rg ? rg.includes(spec.name) : true, onChange: caseChanged });
+    state.editors.set(spec.name, editor);
+    box.append(editor.field);
+  }
+}
+
+/** One button per example of the op: it loads the example and runs it. */
+function showOpExamples(op) {
+  const exBox = $("#op-examples");
+  exBox.replaceChildren();
+  for (const ex of op.examples) {
+    const b = el("button", { type: "button", class: "small", text: `Example: ${ex.title}` });
+    b.addEventListener("click", () => {
+      state.example = Object.keys(ex.expected).length
+        ? { title: `${op.name}: ${ex.title}`, clause: ex.clause, request: ex.request, expected: ex.expected }
+        : null;
+      showOp(op.name, ex.request.inputs, ex.request.requires_grad);
+      run();
+    });
+    exBox.append(b);
+  }
+}
+
+/** The op-mode request body, or null when an input cannot be read (message beside it). */
+export function opRequest() {
+  const inputs = {};
+  const requiresGrad = [];
+  let ok = true;
+  for (const [name, editor] of state.editors) {
+    try {
+      const v = editor.read();
+      if (v !== undefined) inputs[name] = v;
+      if (editor.requiresGrad()) requiresGrad.push(name);
+    } catch (err) {
+      setMessage(editor.field, `${name} ${err.message}`);
+      ok = false;
+    }
+  }
+  if (!ok) return null;
+  return { inputs, requires_grad: state.op.output === "ndarray" ? null : requiresGrad };
+}
+
+// --------------------------------------------------------------------------------------
+// an expression and its variables
+// --------------------------------------------------------------------------------------
+
+/** What a variable's editor is: an array of numbers, ids or a mask, maybe differentiable. */
+const VARIABLE = { name: "value", kind: "variable", dtype: "float64", array: true,
+  differentiable: true, required: true, doc: "" };
+
+export function addVariable(name, spec) {
+  const i = state.vars.length ? Math.max(...state.vars.map((v) => v.index)) + 1 : 0;
+  const row = el("div", { class: "var-row" });
+  const nameId = `var-name-${i}`;
+  const nameInput = el("input", { id: nameId, type: "text", class: "code var-name", value: name, spellcheck: "false", autocomplete: "off" });
+  const remove = el("button", { type: "button", class: "small", text: "Remove", "aria-label": `Remove variable ${name}` });
+  const editor = makeEditor(VARIABLE, spec.value, { requiresGrad: Boolean(spec.requires_grad), onChange: caseChanged,
+    idPrefix: `var-${i}`, outer: 3 });              // {"variables": {"x": {"value": …}}}
+  // requires_grad absent from the case: the sandbox decides (a float tensor input gets a
+  // gradient) and the checkbox follows its answer after the run
+  if (spec.requires_grad !== undefined) editor.setRequiresGrad(Boolean(spec.requires_grad), true);
+  const rename = (n) => {
+    editor.field.dataset.input = n;
+    editor.field.querySelector("label .name").textContent = `value of ${n}`;
+  };
+  rename(name);
+  nameInput.addEventListener("input", () => {
+    rename(nameInput.value.trim());
+    remove.setAttribute("aria-label", `Remove variable ${nameInput.value.trim()}`);
+    caseChanged();
+  });
+  const entry = { index: i, nameInput, editor, row };
+  remove.addEventListener("click", () => {
+    row.remove();
+    state.vars = state.vars.filter((v) => v !== entry);
+    caseChanged();
+    $("#add-var").focus();
+  });
+  row.append(el("div", { class: "var-head" }, el("label", { for: nameId, text: "Variable name" }), nameInput, remove), editor.field);
+  $("#expr-vars").append(row);
+  state.vars.push(entry);
+  return entry;
+}
+
+export function showVariables(variables) {
+  $("#expr-vars").replaceChildren();
+  state.vars = [];
+  for (const [name, spec] of Object.entries(variables)) addVariable(name, spec);
+}
+
+/** The expression-mode request body, or null when a variable cannot be read. */
+export function exprRequest() {
+  const variables = {};
+  let ok = true;
+  for (const { nameInput, editor } of state.vars) {
+    const name = nameInput.value.trim();
+    try {
+      if (!/^[A-Za-z_]\w*$/.test(name)) throw new Error("is not a valid variable name (letters, digits, _)");
+      const spec = { value: editor.read() };
+      if (!isMask(spec.value) && editor.gradExplicit()) spec.requires_grad = editor.requiresGrad();
+      variables[name] = spec;
+    } catch (err) {
+      setMessage(editor.field, `${name || "variable"} ${err.message}`);
+      ok = false;
+    }
+  }
+  const expression = $("#expr-text").value.trim();
+  if (!expression) { exprMessage("Write an expression first, e.g. softmax(x)."); ok = false; }
+  if (!ok) return null;
+  return $("#grad-check").checked ? { expression, variables, check: true } : { expression, variables };
+}
+
+/** The message under the expression box (text may be "": cleared). */
+export function exprMessage(text, kind = "error") {
+  const msg = $("#msg-expression");
+  msg.replaceChildren(...withClauseLinks(text));
+  msg.className = `msg ${text ? kind : ""}`;
+  $("#expr-text").setAttribute("aria-invalid", text && kind === "error" ? "true" : "false");
+}
+
+/** Op mode's case as an expression: array inputs become variables, the rest keywords. */
+export function opAsExpression() {
+  const req = opRequest();
+  if (!req || !state.op) return;
+  const args = [];
+  const variables = {};
+  for (const spec of state.op.inputs) {
+    if (!(spec.name in req.inputs)) continue;
+    const v = req.inputs[spec.name];
+    if (spec.array) {
+      variables[spec.name] = { value: v, ...(req.requires_grad?.includes(spec.name) ? { requires_grad: true } : {}) };
+      args.push(spec.name);
+    } else {
+      const lit = typeof v === "string" ? v.replace("Infinity", "inf").replace("NaN", "nan") : toJSON(v);
+      args.push(`${spec.name}=${lit === "true" ? "True" : lit === "false" ? "False" : lit === "null" ? "None" : lit}`);
+    }
+  }
+  $("#expr-text").value = `${state.op.name}(${args.join(", ")})`;
+  showVariables(variables);
+}

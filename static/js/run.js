@@ -1,0 +1,86 @@
+// Running the case: read it into a request (refusing on the page what cannot be sent),
+// post it, and hand the answer to the result views or the refusal to the messages.
+
+import { postJSON } from "./api.js";
+import { exprMessage, exprRequest, opRequest } from "./case.js";
+import { setMessage } from "./editors.js";
+import { clearResult, showError } from "./messages.js";
+import { showResult } from "./results.js";
+import { updateLink } from "./share.js";
+import { $, setStatus, state } from "./state.js";
+import { parseValue, shapeText } from "./wire.js";
+
+/** Clear every message: beside the inputs, the seed, the expression, and the list. */
+export function clearMessages() {
+  document.querySelectorAll(".field").forEach((f) => setMessage(f, ""));
+  $("#msg-grad-output").textContent = "";
+  $("#msg-grad-output").className = "msg";
+  exprMessage("");
+  $("#messages").replaceChildren();
+}
+
+/** The backward seed: null for the default (ones: the gradient of the output's sum),
+ *  undefined when the text cannot be read (the message is beside it). */
+function gradOutput() {
+  const text = $("#grad-output").value.trim();
+  if (!text) return null;
+  try {
+    return parseValue(text, 1);                    // {"grad_output": …}
+  } catch (err) {
+    const msg = $("#msg-grad-output");
+    msg.textContent = `grad_output ${err.message}`;
+    msg.className = "msg error";
+    $("#grad-output").closest("details").open = true;
+    return undefined;
+  }
+}
+
+/** The case as {url, body}, or null when part of it cannot be sent. */
+export function currentRequest() {
+  const seed = gradOutput();
+  if (seed === undefined) return null;
+  const withSeed = (body) => (seed === null ? body : { ...body, grad_output: seed });
+  if (state.mode === "op") {
+    const body = opRequest();
+    return body && { url: `/api/v1/ops/${encodeURIComponent(state.op.name)}`, body: withSeed(body) };
+  }
+  const body = exprRequest();
+  return body && { url: "/api/v1/eval", body: withSeed(body) };
+}
+
+/** Run the case; body[data-runs] counts finished runs (tests and scripts wait on it). */
+export async function run() {
+  try {
+    await runOnce();
+  } finally {
+    document.body.dataset.runs = String(++state.finished);
+  }
+}
+
+async function runOnce() {
+  clearMessages();
+  const req = currentRequest();
+  if (!req) {                                   // refused on the page: nothing was sent
+    clearResult("No result: an input cannot be sent (the message in red says why).");
+    setStatus("Fix the input marked in red, then run again.");
+    return;
+  }
+  updateLink();
+  const ticket = ++state.running;
+  setStatus("Running…");
+  const t0 = performance.now();
+  let answer;
+  try {
+    answer = await postJSON(req.url, req.body);
+  } catch (err) {
+    setStatus(`The sandbox did not answer (${err.message}).`);
+    return;
+  }
+  if (ticket !== state.running) return;                    // a newer run took over
+  const ms = Math.round(performance.now() - t0);
+  const { ok, status, data } = answer;
+  if (!ok) { showError(data.error ?? { message: JSON.stringify(data) }, status); return; }
+  showResult(data, req);
+  setStatus(`Done in ${ms} ms: value of shape ${shapeText(data.shape)}, ` +
+    `${Object.keys(data.grads).length} gradient(s)` + (data.warnings.length ? `, ${data.warnings.length} warning(s).` : "."));
+}

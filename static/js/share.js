@@ -1,0 +1,81 @@
+// Sharing a case: the permalink (the whole case in the URL fragment), copy as Python (a
+// glassllm script that reproduces it offline) and copy as curl (the request itself).
+
+import { setMode, showOp, showVariables } from "./case.js";
+import { clearMessages, currentRequest } from "./run.js";
+import { curl, exprPython, opPython } from "./scripts.js";
+import { $, setStatus, state } from "./state.js";
+import { formatValue, toJSON } from "./wire.js";
+
+function snapshot() {
+  const req = currentRequest();
+  if (!req) return null;
+  return state.mode === "op" ? { mode: "op", op: state.op.name, ...req.body } : { mode: "expr", ...req.body };
+}
+
+export function updateLink() {
+  const snap = snapshot();
+  if (!snap) return;
+  history.replaceState(null, "", `#${encodeURIComponent(toJSON(snap))}`);
+}
+
+/** The case from the URL fragment; true when one was there. */
+export function restoreFromLink() {
+  const raw = location.hash.slice(1);
+  if (!raw) return false;
+  let snap;
+  try { snap = JSON.parse(decodeURIComponent(raw)); } catch { return false; }
+  state.example = null;
+  $("#grad-output").value = snap.grad_output == null ? "" : formatValue(snap.grad_output);
+  $("#grad-output").closest("details").open = snap.grad_output != null;
+  $("#grad-output").rows = Math.min(8, $("#grad-output").value.split("\n").length);
+  if (snap.mode === "expr") {
+    setMode("expr");
+    $("#expr-text").value = snap.expression ?? "";
+    $("#grad-check").checked = Boolean(snap.check);
+    showVariables(snap.variables ?? {});
+  } else {
+    setMode("op");
+    showOp(snap.op, snap.inputs ?? {}, snap.requires_grad ?? null);
+  }
+  return true;
+}
+
+/** A new case makes any copied script or link stale: hide it. */
+export function hideCopy() { $("#copy-panel").hidden = true; }
+
+function showCopy(label, text) {
+  $("#copy-panel").hidden = false;
+  $("#copy-label").textContent = label;
+  const area = $("#copy-text");
+  area.value = text;
+  area.rows = Math.min(16, text.split("\n").length + 1);
+  navigator.clipboard?.writeText(text).then(
+    () => setStatus(`${label}: copied to the clipboard.`),
+    () => setStatus(`${label}: select the text below and copy it.`));
+  if (!navigator.clipboard) setStatus(`${label}: select the text below and copy it.`);
+}
+
+export function copyPython() {
+  clearMessages();
+  const req = currentRequest();
+  if (!req) return;
+  const text = state.mode === "op"
+    ? opPython(state.op, req.body.inputs, req.body.requires_grad ?? [], req.body.grad_output)
+    : exprPython(req.body.expression, req.body.variables, state.ops, req.body.grad_output, {
+      kinds: Object.fromEntries(state.nodes.filter((n) => n.op === "variable").map((n) => [n.name, n.kind])),
+      wantGrad: state.vars.filter((v) => v.editor.requiresGrad()).map((v) => v.nameInput.value.trim()),
+    });
+  showCopy("Python (glassllm)", text);
+}
+
+export function copyCurl() {
+  clearMessages();
+  const req = currentRequest();
+  if (req) showCopy("curl", curl(location.origin + req.url, req.body));
+}
+
+export function copyLink() {
+  updateLink();
+  showCopy("Link to this case", location.href);
+}

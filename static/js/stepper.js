@@ -1,0 +1,82 @@
+// The computation graph of an expression run, a node's details (value, gradient, broadcast
+// ledger), and the backward step-through: output first, constants skipped.
+
+import { el } from "./dom.js";
+import { drawGraph, nodeLabel, shapeLabel } from "./graph.js";
+import { heatmap } from "./heatmap.js";
+import { $, roleOf, state } from "./state.js";
+
+/** Draw state.nodes (or hide the panel when the run made none: op mode). */
+export function showGraph() {
+  const panel = $("#graph-panel");
+  panel.hidden = !state.nodes.length;
+  $("#node-detail").replaceChildren();
+  state.step = -1;
+  $("#step-label").textContent = "";
+  if (!state.nodes.length) return;
+  state.graph = drawGraph($("#graph"), state.nodes, { onSelect: selectNode });
+  const nf = state.firstNonfinite;
+  state.graph.mark(new Set(nf ? [nf.node] : []), "nonfinite");
+  state.graph.mark(new Set(nf && state.nonfiniteExpected ? [nf.node] : []), "expected");
+  const constants = state.nodes.filter((n) => !n.requires_grad);
+  state.graph.mark(new Set(constants.map((n) => n.id)), "constant");
+  $("#step-skipped").textContent = !constants.length ? ""
+    : !backwardOrder().length ? "Nothing to step through: no node requires grad, so the backward pass computes no gradient."
+      : `Skipped (grey): ${constants.map((n) => `#${n.id} ${nodeLabel(n)}`).join(", ")} — ` +
+        `${constants.length > 1 ? "constants" : "a constant"} (requires grad off): the backward pass computes no gradient for ${constants.length > 1 ? "them" : "it"}.`;
+  updateStepButtons();
+}
+
+/** A node's ledger [{input, summed_axes}] in words: the axes its inputs' gradients were
+ *  summed over to undo broadcasting (L0.5). */
+function describeLedger(ledger) {
+  if (!ledger.length) return "No broadcasting to undo: each incoming gradient already had its input's shape.";
+  return ledger.map(({ input, summed_axes: axes }) => `gradient to input #${input}: ` +
+    (axes.length ? `summed over axes (${axes.join(", ")}) to undo broadcasting` : "no axis summed (no broadcasting)"))
+    .join("; ");
+}
+
+function selectNode(id) {
+  const n = state.nodes.find((x) => x.id === id);
+  if (!n) return;
+  state.graph.highlight(id, "selected");
+  const box = $("#node-detail");
+  box.replaceChildren();
+  box.append(el("h4", { text: `Node #${n.id}: ${nodeLabel(n)} ${shapeLabel(n.shape)}` }));
+  const facts = el("dl", { class: "ref-list" });
+  facts.append(el("dt", { text: "op" }), el("dd", { text: n.op }));
+  if (n.text) facts.append(el("dt", { text: "source" }), el("dd", {}, el("code", { text: n.text })));
+  if (n.inputs.length) facts.append(el("dt", { text: "inputs" }), el("dd", { text: n.inputs.map((i) => `#${i}`).join(", ") }));
+  facts.append(el("dt", { text: "broadcast ledger" }), el("dd", { class: "ledger", text: describeLedger(n.ledger) }));
+  box.append(facts);
+  if (n.value !== undefined) box.append(heatmap(n.value, { title: `value of #${n.id}`, role: roleOf(n.op), name: `node-value:${n.id}` }));
+  if (n.grad != null) box.append(heatmap(n.grad, { title: `gradient at #${n.id} (∂out/∂node)`, role: "grad", name: `node-grad:${n.id}` }));
+  else box.append(el("p", { class: "hint", text: "No gradient flows here: it does not depend on a variable that requires grad." }));
+}
+
+/** The nodes whose gradient the backward pass computes, output first; constants (masks,
+ *  ids, trig tables, whatever depends on no variable that requires grad) skipped. */
+function backwardOrder() { return [...state.nodes].reverse().filter((n) => n.requires_grad); }
+
+export function showStep(k) {
+  const order = backwardOrder();
+  state.step = Math.max(-1, Math.min(k, order.length - 1));
+  updateStepButtons();
+  if (state.step < 0) {
+    state.graph.mark(new Set(), "done");
+    state.graph.highlight(null, "current");
+    $("#step-label").textContent = "";
+    return;
+  }
+  const n = order[state.step];
+  state.graph.mark(new Set(order.slice(0, state.step).map((x) => x.id)), "done");
+  state.graph.highlight(n.id, "current");
+  selectNode(n.id);
+  $("#step-label").textContent = `Backward step ${state.step + 1} of ${order.length}: node #${n.id} (${nodeLabel(n)})`;
+}
+
+function updateStepButtons() {
+  const n = backwardOrder().length;
+  $("#step-back").disabled = state.step < 0;
+  $("#step-next").disabled = state.step >= n - 1;
+}

@@ -1,0 +1,334 @@
+// The Train view (issue 15): train glassllm's tiny LM from the page and watch it learn.
+//
+// POST /api/v1/train answers with the run itself, a Server-Sent-Events stream (read with
+// api.js's postStream, since an event source cannot POST); Stop aborts the request, which
+// closes the stream, which stops the run on the server. The done event carries the final weights,
+// which this page keeps and sends back with POST /api/v1/model/attention.
+// Charts are plain SVG and HTML tables; colours: blue–white–orange for signed numbers
+// (gradients), white to blue for probabilities — both colour-blind safe.
+
+import { postJSON, postStream } from "./api.js";
+import { el } from "./dom.js";
+
+const $ = (id) => document.getElementById(id);
+const SVG = "http://www.w3.org/2000/svg";
+
+const training = {
+  controller: null,   // AbortController of the running stream
+  losses: [],         // [step, loss]
+  steps: 0,
+  weights: null,      // the done event's weights, sent back for attention
+  seed: 0,
+  model: null,
+};
+
+function s(tag, attrs = {}) {
+  const node = document.createElementNS(SVG, tag);
+  for (const [k, v] of Object.entries(attrs)) node.setAttribute(k, v);
+  return node;
+}
+
+function num(id) { return Number($(id).value); }
+
+function settings() {
+  const corpus = $("train-corpus").value;
+  return {
+    model: { d_model: num("train-d-model"), n_layers: num("train-n-layers"),
+             n_heads: num("train-n-heads"), n_kv_heads: num("train-n-kv-heads") },
+    steps: num("train-steps"), lr: num("train-lr"), batch: num("train-batch"),
+    seed: num("train-seed"), optimizer: $("train-optimizer").value,
+    every: num("train-every"), corpus: corpus.trim() ? corpus : null,
+  };
+}
+
+function status(text, kind = "") {
+  const p = $("train-status");
+  p.textContent = text;
+  p.className = "status " + kind;
+}
+
+// ---- the SSE stream ------------------------------------------------------------------
+
+async function start() {
+  stop();
+  reset();
+  const body = settings();
+  training.seed = body.seed;
+  training.model = body.model;
+  training.steps = body.steps;
+  const controller = new AbortController();
+  training.controller = controller;
+  $("train-start").disabled = true;
+  $("train-stop").disabled = false;
+  status("Starting…");
+  let response;
+  try {
+    response = await postStream("/api/v1/train", body, controller.signal);
+  } catch (err) {
+    finish(controller, err.name === "AbortError" ? "Stopped." : `Network error: ${err.message}`);
+    return;
+  }
+  if (!response.ok) {
+    const err = (await response.json().catch(() => ({}))).error || {};
+    finish(controller, `Refused (${response.status}): ${err.message || response.statusText}`,
+           "error");
+    return;
+  }
+  const reader = response.body.pipeThrough(new TextDecoderStream()).getReader();
+  let buffer = "";
+  try {
+    for (;;) {
+      const { value, done } = await reader.read();
+      if (done) break;
+      buffer += value;
+      let cut;
+      while ((cut = buffer.indexOf("\n\n")) >= 0 || (cut = buffer.indexOf("\r\n\r\n")) >= 0) {
+        const block = buffer.slice(0, cut);
+        buffer = buffer.slice(cut + (buffer[cut] === "\r" ? 4 : 2));
+        handleBlock(block);
+      }
+    }
+    finish(controller, $("train-status").dataset.final || "The stream ended.");
+  } catch (err) {
+    finish(controller, err.name === "AbortError" ? "Stopped: the run was cancelled." :
+      `The stream broke: ${err.message}`);
+  }
+}
+
+function handleBlock(block) {
+  let name = "message";
+  const data = [];
+  for (const line of block.split(/\r?\n/)) {
+    if (line.startsWith("event:")) name = line.slice(6).trim();
+    else if (line.startsWith("data:")) data.push(line.slice(5).trimStart());
+  }
+  if (!data.length) return;                               // a ping (comment) or an id
+  const event = JSON.parse(data.join("\n"));
+  const handler = HANDLERS[name];
+  if (handler) handler(event);
+}
+
+const HANDLERS = {
+  start(e) {
+    document.body.dataset.trainRun = e.run_id;
+    status(`Run started: ${e.parameters.toLocaleString("en")} parameters, ` +
+           `${e.corpus_bytes.toLocaleString("en")} bytes of text.`);
+  },
+  step(e) {
+    training.losses.push([e.step, e.loss]);
+    document.body.dataset.trainSteps = String(e.step);
+    scheduleDraw();
+    $("train-progress").value = e.step;
+    $("train-progress").max = training.steps;
+    $("train-loss").textContent = `step ${e.step} / ${training.steps}: loss ${e.loss.toFixed(4)}`;
+  },
+  stats(e) {
+    drawNorms(e.grad_norms, e.step);
+    const li = el("li", {}, el("span", { class: "step" }, `step ${e.step}`), " ",
+                 el("code", {}, e.sample));
+    $("train-samples").prepend(li);
+    document.body.dataset.trainSamples = String($("train-samples").children.length);
+  },
+  done(e) {
+    training.weights = e.weights;
+    $("train-status").dataset.final =
+      `Done: ${e.step} steps in ${e.seconds.toFixed(1)} s, final loss ${e.loss.toFixed(4)}. ` +
+      "The attention panel now uses the trained weights.";
+    $("attn-source").textContent = "the trained model";
+    document.body.dataset.trainDone = "1";
+  },
+  error(e) {
+    $("train-status").dataset.final = `Stopped: ${e.message}`;
+    $("train-status").dataset.kind = "error";
+  },
+};
+
+function finish(controller, text, kind = "") {
+  if (training.controller === controller) training.controller = null;
+  $("train-start").disabled = false;
+  $("train-stop").disabled = true;
+  status(text, kind || $("train-status").dataset.kind || "");
+  delete $("train-status").dataset.final;
+  delete $("train-status").dataset.kind;
+  document.body.dataset.trainState = "idle";
+}
+
+function stop() {
+  if (training.controller) training.controller.abort();   // closes the stream: the run stops
+}
+
+function reset() {
+  stop();
+  training.losses = [];
+  training.weights = null;
+  $("attn-source").textContent = "a fresh (untrained) model";
+  $("train-samples").replaceChildren();
+  $("train-norms").replaceChildren();
+  $("train-loss").textContent = "";
+  $("train-progress").value = 0;
+  $("attn-maps").replaceChildren();
+  for (const k of ["trainSteps", "trainSamples", "trainDone", "trainRun"]) {
+    delete document.body.dataset[k];
+  }
+  drawLoss();
+  status("");
+}
+
+// ---- the loss curve (SVG) ------------------------------------------------------------
+
+let drawPending = false;
+function scheduleDraw() {
+  if (drawPending) return;
+  drawPending = true;
+  requestAnimationFrame(() => { drawPending = false; drawLoss(); });
+}
+
+function niceTicks(lo, hi, count = 5) {
+  const span = hi - lo || 1;
+  const step = 10 ** Math.floor(Math.log10(span / count));
+  const mult = [1, 2, 5, 10].find((m) => span / (m * step) <= count) || 10;
+  const d = mult * step;
+  const ticks = [];
+  for (let t = Math.ceil(lo / d) * d; t <= hi + 1e-9; t += d) ticks.push(+t.toFixed(10));
+  return ticks;
+}
+
+function drawLoss() {
+  const svg = $("train-curve");
+  const W = 560, H = 240, L = 44, R = 12, T = 10, B = 30;
+  svg.replaceChildren();
+  svg.setAttribute("viewBox", `0 0 ${W} ${H}`);
+  const pts = training.losses;
+  const maxStep = Math.max(training.steps || num("train-steps") || 1, 1);
+  const losses = pts.map((p) => p[1]);
+  const hi = losses.length ? Math.max(...losses) : 6;
+  const lo = losses.length ? Math.min(0, Math.min(...losses)) : 0;
+  const x = (step) => L + (step / maxStep) * (W - L - R);
+  const y = (v) => T + (1 - (v - lo) / ((hi - lo) || 1)) * (H - T - B);
+  for (const t of niceTicks(lo, hi)) {
+    svg.append(s("line", { x1: L, x2: W - R, y1: y(t), y2: y(t), class: "grid" }));
+    const label = s("text", { x: L - 6, y: y(t) + 4, "text-anchor": "end", class: "tick" });
+    label.textContent = String(t);
+    svg.append(label);
+  }
+  for (const t of niceTicks(0, maxStep)) {
+    const label = s("text", { x: x(t), y: H - 10, "text-anchor": "middle", class: "tick" });
+    label.textContent = String(t);
+    svg.append(label);
+  }
+  const xName = s("text", { x: W - R, y: H - 22, "text-anchor": "end", class: "tick" });
+  xName.textContent = "step";
+  const yName = s("text", { x: L + 4, y: T + 10, class: "tick" });
+  yName.textContent = "loss (cross-entropy, nats)";
+  svg.append(xName, yName);
+  const path = s("polyline", {
+    class: "loss", points: pts.map(([st, v]) => `${x(st).toFixed(1)},${y(v).toFixed(1)}`).join(" "),
+  });
+  svg.append(path);
+  svg.dataset.points = String(pts.length);
+  const last = pts.at(-1);
+  svg.setAttribute("aria-label", last
+    ? `Training loss by step: ${pts.length} steps, from ${pts[0][1].toFixed(3)} to ${last[1].toFixed(3)}`
+    : "Training loss by step: no steps yet");
+}
+
+// ---- gradient norms per parameter group ----------------------------------------------
+
+function drawNorms(norms, step) {
+  const entries = Object.entries(norms);
+  const max = Math.max(...entries.map(([, v]) => v), 1e-12);
+  const rows = entries.map(([name, v]) => el("tr", {},
+    el("th", { scope: "row" }, name),
+    el("td", { class: "bar-cell" }, el("span", { class: "bar", style: `width:${(100 * v / max).toFixed(1)}%` })),
+    el("td", { class: "num" }, v.toExponential(2))));
+  const table = el("table", { class: "norms" },
+    el("caption", {}, `Gradient L2 norm per parameter group at step ${step} (before clipping)`),
+    el("thead", {}, el("tr", {}, el("th", { scope: "col" }, "group"), el("th", { scope: "col" }, "relative"),
+                     el("th", { scope: "col" }, "norm"))),
+    el("tbody", {}, ...rows));
+  $("train-norms").replaceChildren(table);
+}
+
+// ---- attention heatmaps --------------------------------------------------------------
+
+function blueOrange(t) {            // t in [-1, 1]: blue (−), white (0), orange (+)
+  const stops = [[33, 102, 172], [146, 197, 222], [247, 247, 247], [253, 184, 99], [179, 88, 6]];
+  const u = (Math.max(-1, Math.min(1, t)) + 1) / 2 * (stops.length - 1);
+  const i = Math.min(Math.floor(u), stops.length - 2), f = u - i;
+  return stops[i].map((c, k) => Math.round(c + (stops[i + 1][k] - c) * f));
+}
+
+function whiteBlue(t) {            // t in [0, 1]: white to dark blue
+  const a = [247, 247, 247], b = [33, 102, 172];
+  const u = Math.max(0, Math.min(1, t));
+  return a.map((c, k) => Math.round(c + (b[k] - c) * u));
+}
+
+// The text colour with the higher WCAG contrast against the cell's background.
+function ink(rgb) {
+  const [r, g, b] = rgb.map((c) => { c /= 255; return c <= 0.03928 ? c / 12.92 : ((c + 0.055) / 1.055) ** 2.4; });
+  const lum = 0.2126 * r + 0.7152 * g + 0.0722 * b;       // #000's contrast vs #fff's
+  return (lum + 0.05) / 0.05 >= 1.05 / (lum + 0.05) ? "#000" : "#fff";
+}
+
+function tokenText(t) { return t === " " ? "␣" : t; }
+
+function heat(matrix, tokens, kind, caption) {
+  const flat = matrix.flat();
+  const m = kind === "grad" ? Math.max(...flat.map(Math.abs), 1e-300) : 1;
+  const head = el("tr", {}, el("th", { scope: "col", class: "corner" }, "q \\ k"),
+    ...tokens.map((t) => el("th", { scope: "col" }, tokenText(t))));
+  const rows = matrix.map((row, i) => el("tr", {}, el("th", { scope: "row" }, tokenText(tokens[i])),
+    ...row.map((v, j) => {
+      const future = j > i;
+      const rgb = future ? [255, 255, 255] : kind === "grad" ? blueOrange(v / m) : whiteBlue(v);
+      const text = future ? "" : kind === "prob" || v === 0 || Math.abs(v) >= 0.01
+        ? v.toFixed(2) : v.toExponential(0);
+      return el("td", { style: `background:rgb(${rgb});color:${ink(rgb)}`, title: String(v),
+                       "data-v": String(v) }, text);
+    })));
+  return el("table", { class: `heat attn ${kind}` }, el("caption", {}, caption),
+           el("thead", {}, head), el("tbody", {}, ...rows));
+}
+
+async function showAttention() {
+  const prompt = $("attn-prompt").value;
+  const body = training.weights ? { weights: training.weights, prompt }
+    : { seed: num("train-seed"), model: settings().model, prompt };
+  $("attn-status").textContent = "Computing…";
+  const r = await postJSON("/api/v1/model/attention", body);
+  const out = r.data;
+  if (!r.ok) {
+    $("attn-status").textContent = `Refused (${r.status}): ${out.error?.message}`;
+    return;
+  }
+  const [L, H] = out.shape;
+  const blocks = [];
+  for (let l = 0; l < L; l++) {
+    for (let hd = 0; hd < H; hd++) {
+      blocks.push(el("div", { class: "attn-head" },
+        el("h4", {}, `Layer ${l}, head ${hd}`),
+        heat(out.probs[l][hd], out.tokens, "prob", "probabilities P (row: query, column: key)"),
+        heat(out.grads[l][hd], out.tokens, "grad", "gradient ∂loss/∂P")));
+    }
+  }
+  $("attn-maps").replaceChildren(...blocks);
+  $("attn-status").textContent = `Next-token loss of the prompt: ${out.loss.toFixed(4)} ` +
+    `(${L} layers × ${H} heads, ${out.tokens.length} tokens).`;
+  document.body.dataset.attnShown = String(Number(document.body.dataset.attnShown || 0) + 1);
+}
+
+// ---- wiring ----------------------------------------------------------------------------
+
+function init() {
+  $("train-start").addEventListener("click", start);
+  $("train-stop").addEventListener("click", stop);
+  $("train-reset").addEventListener("click", reset);
+  $("attn-show").addEventListener("click", () => showAttention().catch((err) => {
+    $("attn-status").textContent = `Network error: ${err.message}`;
+  }));
+  drawLoss();
+  document.body.dataset.trainReady = "1";
+}
+
+init();

@@ -1,0 +1,87 @@
+"""Generate tests/reference/optim_torch_refs.json: torch.optim's SGD and AdamW trajectories,
+the independent reference of tests/test_optim_reference.py (issue 17, kind 5).
+
+The tests never import torch (its wheel is large, and a skipped test checks nothing); they
+read the values written here. Regenerate with a throw-away venv:
+
+    python3 -m venv /tmp/torchvenv && /tmp/torchvenv/bin/pip install torch==2.13.0 numpy
+    /tmp/torchvenv/bin/python tests/reference/make_optim_torch_refs.py
+
+Every case: float64 parameters, a fixed gradient sequence spanning 1e-9 to 1e3 in magnitude
+(both signs, and 0), several steps; the file records the parameters after every step.
+Gradients that small make ``eps`` dominate sqrt(v̂) in AdamW, so where eps is added (outside
+the square root, after bias correction) is pinned; gradients of 1e3 pin the rest.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import torch
+
+OUT = Path(__file__).with_name("optim_torch_refs.json")
+STEPS = 6
+MAGNITUDES = [1e-9, 3e-7, 1e-5, 2e-3, 0.1, 1.0, 7.0, 1e3]
+
+
+def gradients(seed: int, n: int) -> list[list[float]]:
+    """STEPS gradients of n elements, magnitudes drawn from MAGNITUDES, random signs."""
+    rng = np.random.default_rng(seed)
+    out = []
+    for _ in range(STEPS):
+        mags = rng.choice(MAGNITUDES, size=n) * rng.uniform(0.5, 2.0, size=n)
+        signs = rng.choice([-1.0, 1.0], size=n)
+        g = mags * signs
+        g[rng.integers(0, n)] = 0.0 if rng.uniform() < 0.3 else g[0]
+        out.append(g.tolist())
+    return out
+
+
+def run(make, p0: list[float], grads: list[list[float]]) -> list[list[float]]:
+    p = torch.tensor(p0, dtype=torch.float64, requires_grad=True)
+    opt = make([p])
+    trajectory = []
+    for g in grads:
+        p.grad = torch.tensor(g, dtype=torch.float64)
+        opt.step()
+        trajectory.append(p.detach().clone().tolist())
+    return trajectory
+
+
+TORCH = {"SGD": torch.optim.SGD, "AdamW": torch.optim.AdamW}
+CASES = [
+    ("sgd_plain", "SGD", {"lr": 0.1}),
+    ("sgd_momentum", "SGD", {"lr": 0.05, "momentum": 0.9}),
+    ("sgd_weight_decay", "SGD", {"lr": 0.1, "weight_decay": 0.01}),
+    ("sgd_momentum_weight_decay", "SGD", {"lr": 0.01, "momentum": 0.8, "weight_decay": 0.1}),
+    ("adamw_defaults", "AdamW", {}),
+    ("adamw_lr_wd", "AdamW", {"lr": 0.01, "weight_decay": 0.1}),
+    ("adamw_betas", "AdamW", {"lr": 0.003, "betas": [0.5, 0.9], "weight_decay": 0.0}),
+    ("adamw_large_eps", "AdamW", {"lr": 0.1, "eps": 1e-3, "weight_decay": 0.05}),
+    ("adamw_tiny_eps", "AdamW", {"lr": 0.1, "eps": 1e-12, "weight_decay": 0.0}),
+]
+
+
+def main() -> None:
+    cases = []
+    for i, (name, cls, kwargs) in enumerate(CASES):
+        rng = np.random.default_rng(100 + i)
+        p0 = rng.normal(size=8).tolist()
+        grads = gradients(i, 8)
+        torch_kwargs = {k: tuple(v) if k == "betas" else v for k, v in kwargs.items()}
+
+        def make(params, c=TORCH[cls], kw=torch_kwargs):
+            return c(params, **kw, foreach=False)
+
+        cases.append({"name": name, "optimizer": cls, "kwargs": kwargs, "p0": p0,
+                      "grads": grads, "expected": run(make, p0, grads)})
+    OUT.write_text(json.dumps({"generator": "tests/reference/make_optim_torch_refs.py",
+                               "torch": torch.__version__, "dtype": "float64",
+                               "cases": cases}, indent=1) + "\n")
+    print(f"wrote {len(cases)} cases to {OUT}")
+
+
+if __name__ == "__main__":
+    main()
