@@ -202,7 +202,8 @@ def test_the_seed_changes_the_batches():
 
 ENV = {"MAX_BODY_BYTES": 4096, "MAX_JSON_DEPTH": 7, "MAX_ARRAY_ELEMENTS": 11,
        "MAX_RESULT_ELEMENTS": 13, "MAX_MATMUL_MADDS": 17, "MAX_CONCURRENCY": 3,
-       "RETRY_AFTER_SECONDS": 9, "MAX_EXPRESSION_LENGTH": 19, "MAX_CHECK_ELEMENTS": 5}
+       "RETRY_AFTER_SECONDS": 9, "MAX_EXPRESSION_LENGTH": 19, "MAX_CHECK_ELEMENTS": 5,
+       "MAX_BATCH": 23}
 
 
 def test_every_limit_variable_is_read_from_the_environment(monkeypatch):

@@ -149,10 +149,7 @@ def evaluate(expression: str, variables: Any = None, grad_output: Any = None,
     """
     if not isinstance(check, bool):
         raise ExprError("'check' must be true or false", input="check")
-    vars_ = _variables(variables)
-    parsed = parse(expression, limits)
-    builder = Builder(parsed, vars_, limits, maybe_bools=maybe_bools)
-    out_id = builder.expr(parsed.tree.body)
+    builder, out_id = _build(expression, variables, limits, maybe_bools)
     nodes = builder.nodes
     _check_constant_reuse(nodes)
     out_node = nodes[out_id]
@@ -237,10 +234,18 @@ def planned_cost(expression: str, variables: Any = None, limits: Limits = DEFAUL
     """What `evaluate` would build, known before any compute — an expression's
     `glassllm.registry.Prepared.cost`: (elements of every node of the graph, matmul
     multiply-adds of forward + backward). Refuses as `evaluate` would (`ExprError`s)."""
-    vars_ = _variables(variables)
-    builder = Builder(parse(expression, limits), vars_, limits, maybe_bools=maybe_bools)
-    builder.expr(builder.p.tree.body)
+    builder, _ = _build(expression, variables, limits, maybe_bools)
     return builder.elements, builder.madds
+
+
+def _build(expression: str, variables: Any, limits: Limits,
+           maybe_bools: bool) -> tuple[Builder, int]:
+    """Read the variables, parse, and plan every node (no compute): the builder and the
+    output node's id."""
+    vars_ = _variables(variables)
+    parsed = parse(expression, limits)
+    builder = Builder(parsed, vars_, limits, maybe_bools=maybe_bools)
+    return builder, builder.expr(parsed.tree.body)
 
 
 def _check_cost(count: int, builder: Builder, limits: Limits) -> None:
