@@ -73,6 +73,9 @@ class Settings(BaseSettings):
     max_check_elements: Annotated[int, Field(ge=0, le=1_000_000)] = DEFAULT.max_check_elements
     """Elements finite-differenced by /api/v1/eval's "check": true (413 above; 0: no check).
     Check's total work, 2 forward passes per element, is held to max_matmul_madds too."""
+    max_batch: Annotated[int, _positive(10_000)] = 64
+    """Cases of one POST /api/v1/batch (413 above); all of them together are also held to
+    max_matmul_madds of planned work (elements plus multiply-adds)."""
     static_dir: Path | None = None
     """Where the page lives; default: the copy shipped in the wheel, else the repo's static/."""
 
