@@ -9,6 +9,9 @@ Every layer exists twice: as a *functional form* that takes its weights as expli
 arguments (so a gradient sandbox can show the gradient of each weight), and as a
 *module* that owns those weights and calls the functional form. Everything is composed
 from ``glassllm.autograd`` only; there is no hand-written backward in this file.
+``attention``'s core (scores, mask, softmax, weighted values) runs as one fused node,
+``glassllm.fused.causal_attention``, whose tests show it gives the numbers of the
+composed lines kept beside it (issue 18).
 
 Shape letters (STYLE.md): B batch · n sequence length · d model width · H query heads ·
 Hkv key/value heads · dk head dimension · V vocabulary · F feed-forward width ·
@@ -53,6 +56,7 @@ from glassllm.autograd import (
     tsum,
 )
 from glassllm.checks import check_int, check_real, id_array
+from glassllm.fused import causal_attention
 from glassllm.shapes import ShapeError, positive_count
 
 __all__ = [
@@ -410,16 +414,17 @@ def attention(
 
     q = rope(q, cos, sin)  # (B, H, n, dk)
     k = rope(k, cos, sin)  # (B, Hkv, n, dk)
-    k = repeat_kv(k, n_heads // n_kv_heads)  # (B, H, n, dk)
-    v = repeat_kv(v, n_heads // n_kv_heads)  # (B, H, n, dk)
-
-    scores = matmul(q, transpose(k, (0, 1, 3, 2))) / math.sqrt(dk)  # (B, H, n, n)
-    future = np.triu(np.ones((n, n), dtype=bool), k=1)  # (n, n): True above the diagonal
-    weights = softmax(masked_fill(scores, future, -np.inf), axis=-1)  # (B, H, n, n)
     probe = ATTENTION_PROBE.get()
-    if probe is not None:
+    if probe is None:  # the lines below as one node: same numbers, no k/v copies
+        heads = causal_attention(q, k, v)  # (B, H, n, dk); glassllm/fused.py
+    else:  # the probe needs the weights as a tensor of their own
+        k = repeat_kv(k, n_heads // n_kv_heads)  # (B, H, n, dk)
+        v = repeat_kv(v, n_heads // n_kv_heads)  # (B, H, n, dk)
+        scores = matmul(q, transpose(k, (0, 1, 3, 2))) / math.sqrt(dk)  # (B, H, n, n)
+        future = np.triu(np.ones((n, n), dtype=bool), k=1)  # (n, n): True above the diagonal
+        weights = softmax(masked_fill(scores, future, -np.inf), axis=-1)  # (B, H, n, n)
         weights = probe(weights)  # (B, H, n, n): recorded (or nudged) by the caller
-    heads = matmul(weights, v)  # (B, H, n, dk)
+        heads = matmul(weights, v)  # (B, H, n, dk)
 
     merged = reshape(transpose(heads, (0, 2, 1, 3)), (B, n, n_heads * dk))  # (B, n, d)
     return linear(merged, wo)  # (B, n, d)
