@@ -1,8 +1,10 @@
-"""One op request, start to finish, in a worker thread (SPEC H2, H4, H5, H6).
+"""One op request, start to finish (SPEC H2, H4, H5, H6), in the library's two steps.
 
-The envelope is read here; every other check is `glassllm.registry.prepare`'s: coerce
-inputs (422) → shape plan (400) → limits from shapes (413) → requires_grad and
-grad_output against the planned shape (422). Then `run`: forward + backward with NumPy's
+`prepare_body`: the envelope is read here; every other check is
+`glassllm.registry.prepare`'s: coerce inputs (422) → shape plan (400) → limits from
+shapes (413) → requires_grad and grad_output against the planned shape (422). Its
+`Prepared.cost` is what the request waits for a slot with (service/admission.py).
+`run_prepared`, in a worker thread inside the slot: forward + backward with NumPy's
 floating-point warnings captured for this request only → the response bytes.
 """
 
@@ -13,7 +15,7 @@ from typing import Any
 from glassllm import float_warnings, registry
 from glassllm.errors import InputError
 from glassllm.float_warnings import FloatWarnings
-from glassllm.registry import Op
+from glassllm.registry import Op, Prepared
 from service.codec import dumps, encode_value
 from service.errors import ApiError
 from service.settings import Settings
@@ -41,22 +43,33 @@ def parse_envelope(op: Op, body: Any) -> tuple[dict, list[str] | None, Any]:
     return inputs, rg, body.get("grad_output")
 
 
-def run_op_body(op: Op, body: Any, maybe_bools: bool, settings: Settings) -> bytes:
-    """Run in a worker thread: `prepare` (every check), then `run` (compute only).
+def prepare_body(op: Op, body: Any, maybe_bools: bool, settings: Settings) -> Prepared:
+    """The envelope, then `glassllm.registry.prepare` (every check, no compute): the result's
+    ``cost`` (elements, multiply-adds) decides the admission lane (service/admission.py).
 
     A refusal is the library's `InputError` (named op and input), mapped to its status by
     the app's exception handlers (`service.errors`).
     """
     try:
         inputs, requires_grad, grad_output = parse_envelope(op, body)
-        prepared = registry.prepare(op, inputs, requires_grad, grad_output, settings.limits,
-                                    maybe_bools=maybe_bools)
-        fw = FloatWarnings()
+        return registry.prepare(op, inputs, requires_grad, grad_output, settings.limits,
+                                maybe_bools=maybe_bools)
+    except InputError as exc:
+        exc.op = op.name
+        raise
 
-        def forward_backward() -> registry.RunResult:
-            with fw:
-                return registry.run(prepared)
 
+def run_prepared(prepared: Prepared) -> bytes:
+    """Run in a worker thread, inside a compute slot: `glassllm.registry.run` (compute only)
+    with NumPy's floating-point warnings captured for this request → the response bytes."""
+    op = prepared.op
+    fw = FloatWarnings()
+
+    def forward_backward() -> registry.RunResult:
+        with fw:
+            return registry.run(prepared)
+
+    try:
         result = float_warnings.run_recording(forward_backward, fw.messages)
     except InputError as exc:
         exc.op = op.name

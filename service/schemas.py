@@ -160,5 +160,6 @@ class Health(BaseModel):
 class Ready(BaseModel):
     status: str
     ops: int
-    busy: int
-    capacity: int
+    busy: int = Field(description="compute slots in use in this worker process")
+    capacity: int = Field(description="compute slots of this worker process")
+    waiting: int = Field(description="requests of this worker waiting for a slot")

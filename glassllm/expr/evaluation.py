@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import keyword
 import math
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -120,6 +121,29 @@ def _encode_float(x: float) -> Any:
     return encode_array(np.float64(x))
 
 
+@dataclass(frozen=True)
+class PreparedExpression:
+    """An expression past every check, its graph built and every node planned, nothing
+    computed yet (`prepare`); `run` evaluates it. Like the registry's `Prepared`."""
+
+    nodes: list[Node]
+    out_id: int
+    checked: list[Node]                 # the tensor variables that require grad
+    seed: np.ndarray | None             # grad_output, shaped like the output
+    check: bool
+    elements: int                       # elements of the nodes and the ops' intermediates
+    madds: int                          # matmul multiply-adds of forward + backward
+    check_elements: int = 0             # elements `check` finite-differences
+
+    @property
+    def cost(self) -> tuple[int, int]:
+        """What `run` will cost, known from the plan before any compute, as the registry's
+        `Prepared.cost`: (elements built, multiply-adds). A check adds 2 forward passes per
+        checked element (a forward pass is a third of the planned multiply-adds)."""
+        passes = 2 * self.check_elements if self.check else 0
+        return (self.elements * (1 + passes), self.madds + passes * (self.madds // 3))
+
+
 def evaluate(expression: str, variables: Any = None, grad_output: Any = None,
              check: bool = False, limits: Limits = DEFAULT_LIMITS, *,
              maybe_bools: bool = True) -> dict:
@@ -139,6 +163,9 @@ def evaluate(expression: str, variables: Any = None, grad_output: Any = None,
 
     Raises: `ExprError` (and its kinds: limit, shape, compute) naming the position or input.
 
+    ``evaluate(...)`` is ``run(prepare(...))``: a caller that must know the cost before the
+    work (the service's admission) calls the two itself.
+
     Example:
         >>> r = evaluate("embedding(weight, ids).sum()",
         ...              {"weight": [[0.0, 0.0]] * 4, "ids": [1, 2, 1]})
@@ -146,6 +173,19 @@ def evaluate(expression: str, variables: Any = None, grad_output: Any = None,
         [[0.0, 0.0], [2.0, 2.0], [1.0, 1.0], [0.0, 0.0]]
 
     Clauses: H2, H3, H5, L0.5, L0.6.
+    """
+    return run(prepare(expression, variables, grad_output, check, limits,
+                       maybe_bools=maybe_bools))
+
+
+def prepare(expression: str, variables: Any = None, grad_output: Any = None,
+            check: bool = False, limits: Limits = DEFAULT_LIMITS, *,
+            maybe_bools: bool = True) -> PreparedExpression:
+    """Every check of `evaluate`, once, before any compute: parse, build the graph with
+    every node's shape planned and bounded (H5), grad_output, check's cost.
+
+    Takes `evaluate`'s arguments; raises its `ExprError`s. The result's ``cost`` is the
+    planned work, for a caller that admits work by cost (the service's admission).
     """
     if not isinstance(check, bool):
         raise ExprError("'check' must be true or false", input="check")
@@ -175,9 +215,22 @@ def evaluate(expression: str, variables: Any = None, grad_output: Any = None,
             raise ExprError(f"grad_output has shape {list(seed.shape)} but the output has shape"
                             f" {list(out_node.shape)}", input="grad_output")
     checked = [n for n in nodes if n.op == "variable" and n.kind == "tensor" and n.requires_grad]
+    check_elements = sum(math.prod(n.shape) for n in checked)
     if check:
-        _check_cost(sum(math.prod(n.shape) for n in checked), builder, limits)
+        _check_cost(check_elements, builder, limits)
+    return PreparedExpression(nodes, out_id, checked, seed, check,
+                              builder.elements + builder.intermediates, builder.madds,
+                              check_elements)
 
+
+def run(prepared: PreparedExpression) -> dict:
+    """Forward keeping every adjoint, one backward, the check if asked: `evaluate`'s result.
+
+    Trusts `prepared` (`prepare` made it); only NumPy's own refusals of the compute can
+    still raise (`ExprComputeError`).
+    """
+    nodes, out_id, checked = prepared.nodes, prepared.out_id, prepared.checked
+    check, seed = prepared.check, prepared.seed
     fw = FloatWarnings()
     with fw:
         leaves = {n.id: Tensor(n.value, requires_grad=True) for n in checked}

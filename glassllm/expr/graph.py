@@ -93,6 +93,7 @@ class Builder:
         self.by_var: dict[tuple[str, str], int] = {}
         self.elements = 0
         self.madds = 0
+        self.intermediates = 0     # elements of the arrays the ops build inside (their plans)
         self.forward_work = 0      # ≈ one forward pass: multiply-adds + elements + NODE_COST
 
     def error(self, message: str, node: ast.AST, **kw: Any) -> ExprError:
@@ -354,6 +355,7 @@ class Builder:
             raise ExprComputeError(f"`{text[:60]}`: {op.name}: {type(exc).__name__}: {exc}",
                                    span=span, position=span[0], op=op.name) from None
         self.madds += plan.madds
+        self.intermediates += sum(n for _, n in plan.sizes)
         # the forward's share: a plan counts each product 3× (forward + the backward's two,
         # glassllm.shapes.matmul_cost) and lists the arrays built inside (erring high)
         self.forward_work += plan.madds // 3 + sum(n for _, n in plan.sizes)
