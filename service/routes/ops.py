@@ -12,7 +12,7 @@ from starlette.responses import Response
 from glassllm import registry
 from glassllm.registry import Op
 from service import schemas
-from service.admission import client_key
+from service.admission import client_key, weight
 from service.dispatch import prepare_body, run_prepared
 from service.errors import ApiError
 from service.limits import off_loop, read_json
@@ -44,6 +44,13 @@ def get_op(name: str) -> Response:
     return Response(orjson.dumps(find(name).describe()), media_type="application/json")
 
 
+# A computation whose planned cost (elements + multiply-adds, `Prepared.cost`) is at most
+# this runs on the event loop itself, inside its admission slot: a (4, 8) softmax takes
+# microseconds, less than the hop to a worker thread and back. ~20k is well under a
+# millisecond of NumPy work, so the loop is never held for long (issue 18).
+INLINE_COST = 20_000
+
+
 async def run_op(op: Op, request: Request) -> Response:
     settings = request.app.state.settings
     parsed, maybe_bools = await read_json(request, settings, op=op.name)
@@ -51,28 +58,36 @@ async def run_op(op: Op, request: Request) -> Response:
     del parsed                  # a queued request holds its NumPy inputs, not the JSON lists
     async with request.app.state.admission.slot(cost=prepared.cost, client=client_key(request),
                                                 request=request):
-        out = await run_in_threadpool(run_prepared, prepared)
+        if weight(prepared.cost) <= INLINE_COST:
+            out = run_prepared(prepared)  # tiny: inline, still in its slot and its turn
+        else:
+            out = await run_in_threadpool(run_prepared, prepared)
     return Response(out, media_type="application/json")
 
 
-def _endpoint(op: Op):
-    async def endpoint(request: Request) -> Response:
+@router.post("/{name}", include_in_schema=False)
+async def run(name: str, request: Request) -> Response:
+    """Every op's POST: one route, the op looked up in the registry by its path name."""
+    return await run_op(find(name), request)
+
+
+def _documented(op: Op):
+    async def endpoint(request: Request) -> Response:  # never routed to: documentation only
         return await run_op(op, request)
     endpoint.__name__ = f"run_{op.name}"
     return endpoint
 
 
+# /openapi.json still documents one POST per op, with the op's own request schema and
+# example: these routes are generated from the registry and handed to the schema
+# generator only (service/app.py); the app routes every op through `run` above.
+DOCUMENTED = APIRouter(prefix="/api/v1/ops", tags=["ops"])
 for _op in registry.OPS.values():
-    router.add_api_route(
-        f"/{_op.name}", _endpoint(_op), methods=["POST"], summary=_op.summary,
+    DOCUMENTED.add_api_route(
+        f"/{_op.name}", _documented(_op), methods=["POST"], summary=_op.summary,
         description=f"Runs `{_op.module}.{_op.name}` forward and backward (SPEC {_op.clause},"
                     " H2).", operation_id=f"run_{_op.name}",
         response_model=schemas.OpResult, responses=ERRORS,
         openapi_extra={"requestBody": {"required": True, "content": {"application/json": {
             "schema": schemas.request_schema(_op),
             "example": _op.examples[0].request() if _op.examples else {"inputs": {}}}}}})
-
-
-@router.post("/{name}", include_in_schema=False)
-async def run_unknown(name: str, request: Request) -> Response:
-    return await run_op(find(name), request)
