@@ -478,19 +478,19 @@ class Tensor:
                     f"shape {self.shape}; they must match"
                 )
 
-        # Gradients waiting for their node, by id. A leaf is handed its gradient array
-        # as it is (no copy) when the engine knows nobody else can reach it: a new
-        # buffer (owns its data, writeable) that went to exactly one place. `sent`
-        # holds the id of every array a backward returned: an array sent twice (add's
-        # `g` for both inputs), the caller's seed, and any view are copied. (An id freed
-        # and reused only costs a needless copy: an array sent twice is alive both
-        # times.) Backward closures return new arrays or views of `g`, never an array
-        # they keep: the contract every op in glassllm.autograd follows.
-        grads: dict[int, np.ndarray] = {id(self): seed}
+        # Gradients waiting for their node (tensors hash by identity). A leaf is handed
+        # its gradient array as it is (no copy) when the engine knows nobody else can
+        # reach it: a new buffer (owns its data, writeable) that went to exactly one
+        # place. `sent` holds the id of every array a backward returned: an array sent
+        # twice (add's `g` for both inputs), the caller's seed, and any view are copied.
+        # (An id freed and reused only costs a needless copy: an array sent twice is
+        # alive both times.) Backward closures return new arrays or views of `g`, never
+        # an array they keep: the contract every op in glassllm.autograd follows.
+        grads: dict[Tensor, np.ndarray] = {self: seed}
         sent: set[int] = {id(seed)}
         shared: set[int] = {id(seed)}
         for node in reversed(_topological_order(self)):
-            g = grads.pop(id(node), None)
+            g = grads.pop(node, None)
             if g is None:
                 continue
             backward = node._backward
@@ -511,12 +511,12 @@ class Tensor:
                         f"{node._op} backward gave a gradient of shape {pg.shape} "
                         f"for an input of shape {parent._data.shape}"
                     )
-                if id(pg) in sent:
-                    shared.add(id(pg))
+                key = id(pg)
+                if key in sent:
+                    shared.add(key)
                 else:
-                    sent.add(id(pg))
-                key = id(parent)
-                grads[key] = pg if key not in grads else grads[key] + pg
+                    sent.add(key)
+                grads[parent] = pg if parent not in grads else grads[parent] + pg
 
     # -- operators delegate to glassllm.autograd, which imports this module: the import
     # is made at call time (_ops), the one circle the layering allows ---
@@ -606,23 +606,26 @@ def _owned(g: np.ndarray) -> bool:
 def _topological_order(root: Tensor) -> list[Tensor]:
     """Every tensor `root` depends on (through grad-requiring edges), parents first.
 
-    Iterative depth-first post-order: no recursion, so graph depth is unbounded.
+    Iterative depth-first post-order: no recursion, so graph depth is unbounded. A node
+    is pushed once more (as its own marker, after its parents) and listed when popped
+    the second time. Tensors hash by identity, so the visited set holds them directly.
     """
     order: list[Tensor] = []
-    visited: set[int] = set()
-    stack: list[tuple[Tensor, bool]] = [(root, False)]
+    visited: set[Tensor] = set()
+    done: set[Tensor] = set()
+    stack: list[Tensor] = [root]
     while stack:
-        node, expanded = stack.pop()
-        if expanded:
-            order.append(node)
+        node = stack.pop()
+        if node in visited:
+            if node not in done:  # second time: its parents are all listed
+                done.add(node)
+                order.append(node)
             continue
-        if id(node) in visited:
-            continue
-        visited.add(id(node))
-        stack.append((node, True))
+        visited.add(node)
+        stack.append(node)
         for parent in node._parents:
-            if parent.requires_grad and id(parent) not in visited:
-                stack.append((parent, False))
+            if parent.requires_grad and parent not in visited:
+                stack.append(parent)
     return order
 
 
