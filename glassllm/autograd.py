@@ -1018,8 +1018,11 @@ def cross_entropy(logits: Any, targets: Any) -> Tensor:
     out = -np.sum(logp[np.arange(x.shape[0]), targets]) / x.shape[0]  # N = 0 gives 0/0 = NaN
 
     def backward(g: np.ndarray):
-        grad = _cross_entropy_grad_data(x, targets)  # cross_entropy_grad, inputs checked above
-        grad *= g  # g is the incoming 0-d gradient of the loss
+        # cross_entropy_grad's (softmax - onehot) / N, with softmax = exp(logp) from the
+        # forward instead of a second softmax pass over the logits
+        grad = np.exp(logp)
+        grad[np.arange(x.shape[0]), targets] -= 1.0
+        grad *= g / x.shape[0]  # g is the incoming 0-d gradient of the loss
         return (grad,)
 
     return Tensor._make(out, (logits,), "cross_entropy", backward)
