@@ -1,5 +1,9 @@
 """Fused ops: one node with a hand-written backward where the composition is slow (issue 18).
 
+`glassllm.layers.rms_norm` composed from autograd's ops records six nodes per call (x·x,
+the sum, the division, +eps, the power, two products), each with a pass over x in the
+backward; `rms_norm` computes it as one node with the closed-form backward.
+
 `glassllm.layers.attention` composed from the primitives of `glassllm.autograd` records
 about ten nodes per call: a transpose of k, the scaling, the mask, the softmax, two
 products and `repeat_kv`, which copies every key and value head H/Hkv times (and sums
@@ -7,9 +11,9 @@ those copies again in the backward). `causal_attention` computes the same math a
 node, and never copies a key/value head: the H/Hkv query heads that share a key/value
 head are stacked into one matrix, so one product serves them all.
 
-The composed form stays in the code (`causal_attention_composed`): it is the reference.
-`tests/test_fused.py` checks that both give the same values and gradients, and runs the
-gradient checker on the fused one.
+The composed forms stay in the code (`causal_attention_composed`, `rms_norm_composed`):
+they are the reference. `tests/test_fused.py` checks that both give the same values and
+gradients, and runs the gradient checker on the fused ones.
 
 Shape letters (STYLE.md): B batch · n sequence length · H query heads · Hkv key/value
 heads · dk head dimension; r = H / Hkv query heads per key/value head.
@@ -24,14 +28,16 @@ import numpy as np
 from glassllm.autograd import (
     masked_fill,
     matmul,
+    pow,
     repeat_kv,
     softmax,
     softmax_np,
     transpose,
+    tsum,
 )
 from glassllm.tensor import Tensor
 
-__all__ = ["causal_attention", "causal_attention_composed"]
+__all__ = ["causal_attention", "causal_attention_composed", "rms_norm", "rms_norm_composed"]
 
 
 def _check(q: Tensor, k: Tensor, v: Tensor) -> tuple[int, int, int, int, int]:
@@ -119,3 +125,53 @@ def causal_attention_composed(q: Tensor, k: Tensor, v: Tensor) -> Tensor:
     scores = matmul(q, transpose(k, (0, 1, 3, 2))) / math.sqrt(dk)  # (B, H, n, n)
     future = np.triu(np.ones((n, n), dtype=bool), k=1)  # (n, n): True above the diagonal
     return matmul(softmax(masked_fill(scores, future, -np.inf), axis=-1), v)  # (B, H, n, dk)
+
+
+def rms_norm(x: Tensor, weight: Tensor, eps: float = 1e-6) -> Tensor:
+    """RMSNorm as one node: out = x · r · weight, with r = 1/sqrt(mean(x², last axis) + eps).
+
+    Shapes: x (..., d); weight (d,); out (..., d). The caller (`layers.rms_norm`) has
+    checked the shapes.
+
+    Backward, with y = x·r (the normalised x) and gy = g·weight:
+        x: r · (gy − y · mean(gy·y, last axis))
+        weight: sum over leading axes of g·y
+        eps: not differentiable (L0.6)
+
+    Example:
+        >>> x, w = Tensor([[3.0, 4.0]]), Tensor([1.0, 2.0])
+        >>> bool(np.array_equal(rms_norm(x, w).data, rms_norm_composed(x, w).data))
+        True
+
+    SPEC L7. Zhang & Sennrich 2019, "Root Mean Square Layer Normalization".
+    """
+    x_data, w_data = x.data, weight.data
+    d = x_data.shape[-1]
+    # the composed form's operations in its order, so the forward is the same bit for bit
+    inv_rms = 1.0 / np.sqrt(np.sum(x_data * x_data, axis=-1, keepdims=True) / d + eps)
+    y = x_data * inv_rms  # (..., d)
+    out = y * w_data  # (..., d)
+
+    def backward(g: np.ndarray):
+        gw = np.sum(g * y, axis=tuple(range(g.ndim - 1))) if weight.requires_grad else None
+        gx = None
+        if x.requires_grad:
+            gy = g * w_data  # (..., d)
+            gx = gy - y * (np.sum(gy * y, axis=-1, keepdims=True) / d)
+            gx *= inv_rms
+        return gx, gw
+
+    return Tensor._make(out, (x, weight), "rms_norm", backward)
+
+
+def rms_norm_composed(x: Tensor, weight: Tensor, eps: float = 1e-6) -> Tensor:
+    """The same math as `rms_norm`, composed from autograd's ops (the reference).
+
+    Shapes: x (..., d); weight (d,); out (..., d).
+
+    Backward: by the chain rule through mul, tsum, div, add, pow.
+    """
+    d = x.shape[-1]
+    mean_square = tsum(x * x, axis=-1, keepdims=True) / d  # (..., 1)
+    inv_rms = pow(mean_square + eps, -0.5)  # (..., 1)
+    return x * inv_rms * weight  # (..., d)

@@ -1,10 +1,15 @@
-"""The fused attention node gives the composed attention's numbers (issue 18; L6, L7)."""
+"""The fused nodes give the composed ops' numbers (issue 18; L6, L7): attention, rms_norm."""
 
 import numpy as np
 import pytest
 
 from glassllm import Tensor
-from glassllm.fused import causal_attention, causal_attention_composed
+from glassllm.fused import (
+    causal_attention,
+    causal_attention_composed,
+    rms_norm,
+    rms_norm_composed,
+)
 from glassllm.gradcheck import gradcheck
 from glassllm.layers import ATTENTION_PROBE, GlassConfig, GlassLM
 
@@ -75,3 +80,26 @@ def test_model_loss_and_gradients_match_with_the_composed_attention():
     for (name, p), (_, c) in zip(fused_model.named_parameters(),
                                  composed_model.named_parameters(), strict=True):
         np.testing.assert_allclose(p.grad, c.grad, rtol=0, atol=1e-13, err_msg=name)
+
+
+@pytest.mark.parametrize("shape", [(8,), (3, 8), (2, 5, 8)])
+def test_fused_rms_norm_equals_the_composed_ops_values_and_gradients(shape):
+    rng = np.random.default_rng(len(shape))
+    x, w, g = rng.normal(size=shape), rng.normal(size=8), rng.normal(size=shape)
+    fused = [Tensor(x, requires_grad=True), Tensor(w, requires_grad=True)]
+    composed = [Tensor(x, requires_grad=True), Tensor(w, requires_grad=True)]
+    out_f, out_c = rms_norm(*fused, eps=1e-5), rms_norm_composed(*composed, eps=1e-5)
+    out_f.backward(g)
+    out_c.backward(g)
+    assert np.array_equal(out_f.data, out_c.data)  # the same operations in the same order
+    for f, c in zip(fused, composed, strict=True):
+        np.testing.assert_allclose(f.grad, c.grad, rtol=0, atol=1e-14)
+
+
+def test_fused_rms_norm_reference_value_and_gradient_checker():
+    out = rms_norm(Tensor([[3.0, 4.0]]), Tensor([1.0, 2.0]), eps=0.0)  # rms = sqrt(12.5)
+    np.testing.assert_allclose(out.data, [[3 / 12.5**0.5, 8 / 12.5**0.5]], rtol=1e-15)
+    rng = np.random.default_rng(3)
+    x = Tensor(rng.normal(size=(2, 3, 4)), requires_grad=True)
+    w = Tensor(rng.normal(size=4), requires_grad=True)
+    assert gradcheck(rms_norm, x, w, grad_output=rng.normal(size=(2, 3, 4))).passed
