@@ -11,7 +11,7 @@ from service import admission, errors, metrics, schemas
 from service.allow import AllowEveryMethod
 from service.auth import BearerToken
 from service.observability import Observability
-from service.routes import allow_head, contract, health, ops, pages
+from service.routes import allow_head, batch, check, contract, dist, health, ops, pages
 from service.routes import eval as eval_routes
 from service.routes import train as train_routes
 from service.settings import Settings
@@ -19,7 +19,9 @@ from service.settings import Settings
 DESCRIPTION = """Runs glassllm's ops forward and backward and returns values and gradients.
 
 Arrays are JSON numbers and nested lists of float64; non-finite floats are the strings
-"NaN", "Infinity", "-Infinity". Every op, its inputs and runnable examples: `GET /api/v1/ops`.
+"NaN", "Infinity", "-Infinity"; any array may also travel exactly as
+{"dtype", "shape", "base64"} (little-endian), and "encoding": "base64" asks for answers in
+that form. Every op, its inputs and runnable examples: `GET /api/v1/ops`.
 """
 
 
@@ -39,7 +41,8 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         metrics.install(app)
     app.state.admission = admission.from_settings(settings)
     errors.install(app)
-    for router in (health.router, ops.router, eval_routes.router):
+    for router in (health.router, ops.router, eval_routes.router, batch.router, check.router,
+                   dist.router):
         app.include_router(allow_head(router))       # HEAD wherever GET (the page: pages.py)
     train_routes.install(app)                        # /api/v1/train, /api/v1/model/attention
     pages.install(app, settings.static_dir)

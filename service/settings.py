@@ -28,7 +28,17 @@ def _positive(le: int) -> Any:
     return Field(ge=1, le=le)
 
 
-class Settings(BaseSettings):
+class StrictSettings(BaseSettings):
+    """GLASSLLM_* settings whose bad value stops the sandbox with one named message."""
+
+    def __init__(self, **values: Any) -> None:
+        try:
+            super().__init__(**values)
+        except ValidationError as exc:
+            raise SettingsError(describe(exc)) from None
+
+
+class Settings(StrictSettings):
     model_config = SettingsConfigDict(env_prefix=ENV_PREFIX, frozen=True)
 
     max_body_bytes: Annotated[int, _positive(GiB)] = 8 * 1024 * 1024
@@ -73,6 +83,9 @@ class Settings(BaseSettings):
     max_check_elements: Annotated[int, Field(ge=0, le=1_000_000)] = DEFAULT.max_check_elements
     """Elements finite-differenced by /api/v1/eval's "check": true (413 above; 0: no check).
     Check's total work, 2 forward passes per element, is held to max_matmul_madds too."""
+    max_batch: Annotated[int, _positive(10_000)] = 64
+    """Cases of one POST /api/v1/batch (413 above); all of them together are also held to
+    max_matmul_madds of planned work (elements plus multiply-adds)."""
     static_dir: Path | None = None
     """Where the page lives; default: the copy shipped in the wheel, else the repo's static/."""
 
@@ -103,12 +116,6 @@ class Settings(BaseSettings):
         return Limits(**{name: getattr(self, name) for name in same},
                       max_length=self.max_expression_length,
                       max_graph_elements=self.max_result_elements)
-
-    def __init__(self, **values: Any) -> None:
-        try:
-            super().__init__(**values)
-        except ValidationError as exc:
-            raise SettingsError(describe(exc)) from None
 
 
 def describe(exc: ValidationError) -> str:

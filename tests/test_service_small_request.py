@@ -58,19 +58,19 @@ def test_depth_scan_runs_only_when_the_brackets_could_reach_the_limit(client, mo
 def test_tiny_work_runs_on_the_event_loop_and_larger_work_in_a_worker_thread(client,
                                                                                monkeypatch):
     where = []
-    real = ops_routes.run_prepared
+    real = ops_routes.answer
 
-    def spy(prepared):
+    def spy(prepared, *args):
         try:
             asyncio.get_running_loop()
             where.append(("loop", prepared.op.name))
         except RuntimeError:
             where.append(("thread", prepared.op.name))
-        return real(prepared)
+        return real(prepared, *args)
 
-    monkeypatch.setattr(ops_routes, "run_prepared", spy)
+    monkeypatch.setattr(ops_routes, "answer", spy)
     assert client.post("/api/v1/ops/neg", json=NEG).status_code == 200  # cost: a few elements
-    big = {"inputs": {"a": [[1.0] * 200] * 200}}  # 40 000 elements > INLINE_COST
+    big = {"inputs": {"a": [[1.0] * 200] * 200}}  # 40 000 elements > admission.INLINE_COST
     assert client.post("/api/v1/ops/neg", json=big).status_code == 200
     assert where == [("loop", "neg"), ("thread", "neg")]
     assert client.app.state.admission.running == 0  # both held and gave back their slot

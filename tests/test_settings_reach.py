@@ -209,7 +209,9 @@ ENV = {"MAX_BODY_BYTES": 4096, "MAX_JSON_DEPTH": 7, "MAX_ARRAY_ELEMENTS": 11,
        # issue 9: admission, workers, observability, CORS, the token
        "WORKERS": 2, "MAX_QUEUE": 23, "QUEUE_TIMEOUT_S": 2.5, "LARGE_COST": 29,
        "BLAS_THREADS": 2, "LOG_FORMAT": "json", "CORS_ORIGINS": "https://a.example",
-       "API_TOKEN": "t0k"}
+       "API_TOKEN": "t0k",
+       # issue 12: cases of a batch
+       "MAX_BATCH": 31}
 FLAGS = ("ACCESS_LOG", "METRICS")            # on by default; "0" in the environment: off
 
 

@@ -10,7 +10,7 @@ from typing import Any
 import numpy as np
 
 from glassllm import autograd, registry
-from glassllm.errors import WireError
+from glassllm.errors import LimitError, WireError
 from glassllm.expr.errors import ExprComputeError, ExprError, ExprLimitError
 from glassllm.expr.graph import NODE_COST, Builder, IndexArg, LiteralArg, Node, NodeArg
 from glassllm.expr.parse import CONSTANT_NAMES, DEFAULT_LIMITS, parse
@@ -19,7 +19,7 @@ from glassllm.gradcheck import gradcheck
 from glassllm.limits import Limits
 from glassllm.registry import NO_GRADIENT_RULE, NUMPY_ERRORS
 from glassllm.tensor import Tensor
-from glassllm.wire import coerce, encode_array
+from glassllm.wire import coerce, encode_array, is_base64
 
 # --------------------------------------------------------------------------------------
 # evaluation: forward keeping every adjoint (retain_grad), one backward, then the report
@@ -82,7 +82,7 @@ def _variables(variables: Any) -> dict[str, tuple[Any, bool | None]]:
         rg = None
         if isinstance(spec, Tensor):
             value, rg = spec.data, spec.requires_grad
-        elif isinstance(spec, dict):
+        elif isinstance(spec, dict) and not is_base64(spec):
             extra = sorted(set(spec) - {"value", "requires_grad"})
             if extra or "value" not in spec:
                 raise ExprError(f"variable '{name}' must be {{\"value\": ..., \"requires_grad\":"
@@ -189,10 +189,7 @@ def prepare(expression: str, variables: Any = None, grad_output: Any = None,
     """
     if not isinstance(check, bool):
         raise ExprError("'check' must be true or false", input="check")
-    vars_ = _variables(variables)
-    parsed = parse(expression, limits)
-    builder = Builder(parsed, vars_, limits, maybe_bools=maybe_bools)
-    out_id = builder.expr(parsed.tree.body)
+    builder, out_id = _build(expression, variables, limits, maybe_bools)
     nodes = builder.nodes
     _check_constant_reuse(nodes)
     out_node = nodes[out_id]
@@ -208,7 +205,10 @@ def prepare(expression: str, variables: Any = None, grad_output: Any = None,
         if isinstance(grad_output, np.ndarray | np.generic):
             grad_output = grad_output.tolist()
         try:
-            seed = coerce("tensor", "grad_output", grad_output, maybe_bools=maybe_bools)
+            seed = coerce("tensor", "grad_output", grad_output, maybe_bools=maybe_bools,
+                          max_elements=limits.max_result_elements)
+        except LimitError as exc:             # a binary seed's declared shape, before decoding
+            raise ExprLimitError(str(exc), input="grad_output") from None
         except WireError as exc:
             raise ExprError(str(exc), input="grad_output") from None
         if seed.shape != out_node.shape:
@@ -280,6 +280,16 @@ def run(prepared: PreparedExpression) -> dict:
         "first_nonfinite": first,
         "check": report,
     }
+
+
+def _build(expression: str, variables: Any, limits: Limits,
+           maybe_bools: bool) -> tuple[Builder, int]:
+    """Read the variables, parse, and plan every node (no compute): the builder and the
+    output node's id."""
+    vars_ = _variables(variables)
+    parsed = parse(expression, limits)
+    builder = Builder(parsed, vars_, limits, maybe_bools=maybe_bools)
+    return builder, builder.expr(parsed.tree.body)
 
 
 def _check_cost(count: int, builder: Builder, limits: Limits) -> None:

@@ -123,7 +123,11 @@ class Builder:
             return self.by_var[key]
         raw, rg = self.variables[name]
         try:
-            value = coerce(kind, name, raw, maybe_bools=self.maybe_bools)
+            value = coerce(kind, name, raw, maybe_bools=self.maybe_bools,
+                           max_elements=self.limits.max_array_elements)
+        except LimitError as exc:             # a binary array's declared shape, before decoding
+            raise ExprLimitError(f"variable '{name}': {exc.rule}",
+                                 input=f"variables.{name}") from None
         except WireError as exc:
             raise ExprError(f"variable '{name}', read as {kind} ({why}): {exc.rule}",
                             input=f"variables.{name}", span=self.p.span(where)) from None

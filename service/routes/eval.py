@@ -16,21 +16,20 @@ from typing import Any
 import orjson
 from fastapi import APIRouter, Request
 from pydantic import BaseModel, Field
-from starlette.concurrency import run_in_threadpool
 from starlette.responses import Response
 
 from glassllm import expr, float_warnings
 from glassllm.examples import EXAMPLES
 from service import schemas
-from service.admission import client_key
-from service.codec import dumps
+from service.admission import run_admitted
+from service.codec import dumps, encode_as, encoding_of
 from service.errors import ApiError
 from service.limits import off_loop, read_json
 from service.settings import Settings
 
 router = APIRouter(prefix="/api/v1", tags=["expressions"])
 ERRORS = {s: {"model": schemas.ErrorBody} for s in (400, 413, 415, 422, 503)}
-FIELDS = ("expression", "variables", "grad_output", "check")
+FIELDS = ("expression", "variables", "grad_output", "check", "encoding")
 _EXAMPLES_JSON = orjson.dumps({"examples": EXAMPLES})
 
 
@@ -77,11 +76,28 @@ def prepare_body(body: Any, maybe_bools: bool, settings: Settings,
     return float_warnings.run_recording(lambda: expr.prepare(**kwargs), messages)
 
 
-def run_prepared(prepared: expr.PreparedExpression, messages: list[str]) -> bytes:
-    """Run in a worker thread, inside a compute slot: `glassllm.expr.run` → the response."""
+def run_body(prepared: expr.PreparedExpression, messages: list[str]) -> dict:
+    """`glassllm.expr.run` (compute only): its dict (wire JSON), every float warning in it."""
     result = float_warnings.run_recording(lambda: expr.run(prepared), messages)
     result["warnings"] += [m for m in messages if m not in result["warnings"]]
+    return result
+
+
+def run_prepared(prepared: expr.PreparedExpression, messages: list[str],
+                 encoding: str = "json") -> bytes:
+    """Run in a worker thread, inside a compute slot: the response bytes, value and grads in
+    the asked ``encoding`` (the nodes stay JSON)."""
+    result = run_body(prepared, messages)
+    if encoding != "json":
+        result["value"] = encode_as(result["value"], encoding)
+        result["grads"] = {k: encode_as(g, encoding) for k, g in result["grads"].items()}
     return dumps(result)
+
+
+def evaluate_body(body: Any, maybe_bools: bool, settings: Settings) -> dict:
+    """One ``/api/v1/eval`` body, prepared and run at once (no admission): the dict."""
+    messages: list[str] = []
+    return run_body(prepare_body(body, maybe_bools, settings, messages), messages)
 
 
 @router.post("/eval", response_model=EvalResult, responses=ERRORS,
@@ -99,19 +115,19 @@ def run_prepared(prepared: expr.PreparedExpression, messages: list[str]) -> byte
                                 "grad_output": {"anyOf": [
                                     {"type": "null"},
                                     {"$ref": "#/components/schemas/FloatArray"}]},
-                                "check": {"type": "boolean"}}},
+                                "check": {"type": "boolean"},
+                                "encoding": {"enum": ["json", "base64"]}}},
                  "example": EXAMPLES[1]["request"]}}}})
 async def eval_expression(request: Request) -> Response:
     settings = request.app.state.settings
     parsed, maybe_bools = await read_json(request, settings, send='{"expression": ...}')
+    encoding = encoding_of(parsed)
     messages: list[str] = []          # an ExprError is mapped by the app's handlers
     # Parse, build and plan the graph first (off the event loop for a big body), then wait
     # for a slot in the lane of its planned cost, then compute.
     prepared = await off_loop(request, prepare_body, parsed, maybe_bools, settings, messages)
     del parsed                  # a queued request holds its planned graph, not the JSON lists
-    async with request.app.state.admission.slot(cost=prepared.cost, client=client_key(request),
-                                                request=request):
-        out = await run_in_threadpool(run_prepared, prepared, messages)
+    out = await run_admitted(request, prepared.cost, run_prepared, prepared, messages, encoding)
     return Response(out, media_type="application/json")
 
 

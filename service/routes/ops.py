@@ -6,14 +6,14 @@ import difflib
 
 import orjson
 from fastapi import APIRouter, Request
-from starlette.concurrency import run_in_threadpool
 from starlette.responses import Response
 
 from glassllm import registry
 from glassllm.registry import Op
 from service import schemas
-from service.admission import client_key, weight
-from service.dispatch import prepare_body, run_prepared
+from service.admission import run_admitted
+from service.codec import encoding_of
+from service.dispatch import answer, prepare_body
 from service.errors import ApiError
 from service.limits import off_loop, read_json
 
@@ -44,24 +44,13 @@ def get_op(name: str) -> Response:
     return Response(orjson.dumps(find(name).describe()), media_type="application/json")
 
 
-# A computation whose planned cost (elements + multiply-adds, `Prepared.cost`) is at most
-# this runs on the event loop itself, inside its admission slot: a (4, 8) softmax takes
-# microseconds, less than the hop to a worker thread and back. ~20k is well under a
-# millisecond of NumPy work, so the loop is never held for long (issue 18).
-INLINE_COST = 20_000
-
-
 async def run_op(op: Op, request: Request) -> Response:
     settings = request.app.state.settings
     parsed, maybe_bools = await read_json(request, settings, op=op.name)
+    encoding = encoding_of(parsed, op.name)
     prepared = await off_loop(request, prepare_body, op, parsed, maybe_bools, settings)
     del parsed                  # a queued request holds its NumPy inputs, not the JSON lists
-    async with request.app.state.admission.slot(cost=prepared.cost, client=client_key(request),
-                                                request=request):
-        if weight(prepared.cost) <= INLINE_COST:
-            out = run_prepared(prepared)  # tiny: inline, still in its slot and its turn
-        else:
-            out = await run_in_threadpool(run_prepared, prepared)
+    out = await run_admitted(request, prepared.cost, answer, prepared, encoding)
     return Response(out, media_type="application/json")
 
 
