@@ -4,8 +4,9 @@ For each op, at a small (8, 16) and a large (256, 512) size, prints the median t
   glassllm  forward + backward through the graph engine,
   numpy     the same math written directly in NumPy, no graph (the floor),
   torch     PyTorch eager, CPU, float64 (only when torch is importable; never required),
-and the ratios glassllm/numpy and glassllm/torch. Targets (issue 2): <= 1.2x NumPy at the
-large size, <= 2x at the small one, and no slower than PyTorch at the small size.
+and the ratios glassllm/numpy and glassllm/torch, then per size the medians over the ops.
+Targets (issue 18): at (8, 16) a median <= 3x NumPy and <= 0.25x PyTorch; at (256, 512)
+<= 1.2x NumPy for every op whose floor is not a free view (reshape, transpose).
 
     python bench/ops.py [--quick]
 
@@ -222,15 +223,27 @@ def main() -> None:
     print(header)
     print("-" * len(header))
     for size_name, (n, d) in SIZES.items():
+        x_numpy: dict[str, float] = {}
+        x_torch: list[float] = []
         for name, spec in cases(n, d).items():
             glass, floor, t_time = run_case(name, spec)
+            x_numpy[name] = glass / floor
+            if t_time:
+                x_torch.append(glass / t_time)
             line = f"{name:<19}{size_name:<7}{glass * 1e6:>10.1f}{floor * 1e6:>10.1f}"
             line += f"{glass / floor:>9.2f}"
             if torch:
                 line += (f"{t_time * 1e6:>10.1f}{glass / t_time:>9.2f}" if t_time
                          else f"{'-':>10}{'-':>9}")
             print(line, flush=True)
-        print()
+        summary = f"{size_name}: median {statistics.median(x_numpy.values()):.2f}x numpy"
+        if x_torch:
+            summary += f", {statistics.median(x_torch):.2f}x torch"
+        over = [f"{k} {v:.2f}" for k, v in x_numpy.items()
+                if v > 1.2 and k not in ("reshape", "transpose")]
+        if size_name == "large":
+            summary += "; above 1.2x numpy: " + (", ".join(over) or "none")
+        print(summary + "\n")
 
 
 if __name__ == "__main__":

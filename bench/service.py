@@ -98,6 +98,7 @@ def main() -> None:
     proc, url = start()
     try:
         print(f"{'case':<22}{'conc':>5}{'p50 ms':>10}{'p99 ms':>10}{'req/s':>10}")
+        rates: dict[tuple[str, int], float] = {}
         for name, method, path, body in [
             ("healthz", "GET", "/healthz", None),
             ("softmax (4, 8)", "POST", "/api/v1/ops/softmax", softmax),
@@ -105,7 +106,10 @@ def main() -> None:
         ]:
             for conc in (1, 16):
                 p50, p99, rps = measure(url, method, path, body, conc, args.seconds)
+                rates[name, conc] = rps
                 print(f"{name:<22}{conc:>5}{p50:>10.2f}{p99:>10.2f}{rps:>10.0f}")
+        print(f"softmax (4, 8) / healthz requests per second at concurrency 1: "
+              f"{rates['softmax (4, 8)', 1] / rates['healthz', 1]:.2f}x (target >= 0.8x, issue 18)")
         print(f"matmul 256² floor (decode + NumPy fwd/bwd + encode, in-process):"
               f" {matmul_floor(matmul):.2f} ms")
     finally:

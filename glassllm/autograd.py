@@ -432,8 +432,13 @@ def matmul(a: Any, b: Any) -> Tensor:
     Clauses: L1.1, L0.5.
     """
     a, b = _t(a), _t(b)
-    out = np.matmul(a.data, b.data)
     a_data, b_data = a.data, b.data  # saved for backward
+    if a_data.ndim > 2 and b_data.ndim == 2:  # a linear layer: one 2-D product, not a loop
+        out = (a_data.reshape(-1, a_data.shape[-1]) @ b_data).reshape(
+            *a_data.shape[:-1], b_data.shape[-1]
+        )
+    else:
+        out = np.matmul(a_data, b_data)
 
     def backward(g: np.ndarray):
         sa, sb = matmul_promoted(a_data.shape, b_data.shape)  # (1, k), (k, 1) for 1-D
@@ -449,6 +454,8 @@ def matmul(a: Any, b: Any) -> Tensor:
                 g_rows = np.moveaxis(g, -2, 0).reshape(n, -1)  # (n, batch·m)
                 b_rows = np.moveaxis(b2, -2, 0).reshape(b2.shape[-2], -1)  # (k, batch·m)
                 ga = (g_rows @ b_rows.T).reshape(a_data.shape)  # (n, k)
+            elif b2.ndim == 2 and a2.ndim > 2:  # (B·n, m) @ (m, k), as the forward
+                ga = (g.reshape(-1, g.shape[-1]) @ b2.T).reshape(a_data.shape)
             else:
                 ga = unbroadcast(np.matmul(g, np.swapaxes(b2, -1, -2)), a2.shape)
                 ga = ga.reshape(a_data.shape)
@@ -1011,8 +1018,11 @@ def cross_entropy(logits: Any, targets: Any) -> Tensor:
     out = -np.sum(logp[np.arange(x.shape[0]), targets]) / x.shape[0]  # N = 0 gives 0/0 = NaN
 
     def backward(g: np.ndarray):
-        grad = _cross_entropy_grad_data(x, targets)  # cross_entropy_grad, inputs checked above
-        grad *= g  # g is the incoming 0-d gradient of the loss
+        # cross_entropy_grad's (softmax - onehot) / N, with softmax = exp(logp) from the
+        # forward instead of a second softmax pass over the logits
+        grad = np.exp(logp)
+        grad[np.arange(x.shape[0]), targets] -= 1.0
+        grad *= g / x.shape[0]  # g is the incoming 0-d gradient of the loss
         return (grad,)
 
     return Tensor._make(out, (logits,), "cross_entropy", backward)

@@ -9,6 +9,9 @@ Every layer exists twice: as a *functional form* that takes its weights as expli
 arguments (so a gradient sandbox can show the gradient of each weight), and as a
 *module* that owns those weights and calls the functional form. Everything is composed
 from ``glassllm.autograd`` only; there is no hand-written backward in this file.
+``attention``'s core (scores, mask, softmax, weighted values) and ``rms_norm`` run as
+fused nodes (``glassllm.fused``), whose tests show they give the numbers of the composed
+lines kept beside them (issue 18).
 
 Shape letters (STYLE.md): B batch · n sequence length · d model width · H query heads ·
 Hkv key/value heads · dk head dimension · V vocabulary · F feed-forward width ·
@@ -42,7 +45,6 @@ from glassllm.autograd import (
     embedding,
     masked_fill,
     matmul,
-    pow,
     repeat_kv,
     reshape,
     rope,
@@ -50,9 +52,10 @@ from glassllm.autograd import (
     softmax,
     softmax_np,
     transpose,
-    tsum,
 )
 from glassllm.checks import check_int, check_real, id_array
+from glassllm.fused import causal_attention
+from glassllm.fused import rms_norm as fused_rms_norm
 from glassllm.shapes import ShapeError, positive_count
 
 __all__ = [
@@ -243,7 +246,7 @@ def rms_norm(x: Tensor, weight: Tensor, eps: float = 1e-6) -> Tensor:
     Shapes:
         x: (..., d); weight: (d,); out: (..., d).
 
-    Backward (composed from autograd ops, so it falls out of the chain rule):
+    Backward (one fused node, equal to the composed ops' chain rule; tests/test_fused.py):
         x: weight·g/r − x · sum(x·weight·g, last axis) / (d · r³), with r = sqrt(mean(x²)+eps)
         weight: sum over leading axes of g · x / r
 
@@ -257,10 +260,12 @@ def rms_norm(x: Tensor, weight: Tensor, eps: float = 1e-6) -> Tensor:
     SPEC L7. Zhang & Sennrich 2019, "Root Mean Square Layer Normalization".
     """
     rms_norm_shape(_shape_of(x), _shape_of(weight))
-    d = x.shape[-1]
-    mean_square = tsum(x * x, axis=-1, keepdims=True) / d  # (..., 1)
-    inv_rms = pow(mean_square + eps, -0.5)  # (..., 1)
-    return x * inv_rms * weight  # (..., d)
+    # one fused node (glassllm/fused.py); its reference, rms_norm_composed, reads:
+    #   mean_square = tsum(x * x, axis=-1, keepdims=True) / d  # (..., 1)
+    #   inv_rms = pow(mean_square + eps, -0.5)                 # (..., 1)
+    #   return x * inv_rms * weight                            # (..., d)
+    x, weight = (t if isinstance(t, Tensor) else Tensor(t) for t in (x, weight))
+    return fused_rms_norm(x, weight, eps)  # (..., d)
 
 
 # ---------------------------------------------------------------------------------------
@@ -410,16 +415,17 @@ def attention(
 
     q = rope(q, cos, sin)  # (B, H, n, dk)
     k = rope(k, cos, sin)  # (B, Hkv, n, dk)
-    k = repeat_kv(k, n_heads // n_kv_heads)  # (B, H, n, dk)
-    v = repeat_kv(v, n_heads // n_kv_heads)  # (B, H, n, dk)
-
-    scores = matmul(q, transpose(k, (0, 1, 3, 2))) / math.sqrt(dk)  # (B, H, n, n)
-    future = np.triu(np.ones((n, n), dtype=bool), k=1)  # (n, n): True above the diagonal
-    weights = softmax(masked_fill(scores, future, -np.inf), axis=-1)  # (B, H, n, n)
     probe = ATTENTION_PROBE.get()
-    if probe is not None:
+    if probe is None:  # the lines below as one node: same numbers, no k/v copies
+        heads = causal_attention(q, k, v)  # (B, H, n, dk); glassllm/fused.py
+    else:  # the probe needs the weights as a tensor of their own
+        k = repeat_kv(k, n_heads // n_kv_heads)  # (B, H, n, dk)
+        v = repeat_kv(v, n_heads // n_kv_heads)  # (B, H, n, dk)
+        scores = matmul(q, transpose(k, (0, 1, 3, 2))) / math.sqrt(dk)  # (B, H, n, n)
+        future = np.triu(np.ones((n, n), dtype=bool), k=1)  # (n, n): True above the diagonal
+        weights = softmax(masked_fill(scores, future, -np.inf), axis=-1)  # (B, H, n, n)
         weights = probe(weights)  # (B, H, n, n): recorded (or nudged) by the caller
-    heads = matmul(weights, v)  # (B, H, n, dk)
+        heads = matmul(weights, v)  # (B, H, n, dk)
 
     merged = reshape(transpose(heads, (0, 2, 1, 3)), (B, n, n_heads * dk))  # (B, n, d)
     return linear(merged, wo)  # (B, n, d)

@@ -297,7 +297,14 @@ def cross_entropy_rule(logits: tuple[int, ...], targets: Any) -> Rule:
     if shape != (logits[0],):
         raise ShapeError("targets", f"cross_entropy: targets must have shape (N,) ="
                                     f" ({logits[0]},) to match logits {logits}, got {shape}")
-    index_shape(logits, (np.arange(logits[0]), np.asarray(targets)))
+    # the gather logits[arange(N), targets]: only the targets can be out of bounds (axis 1);
+    # checked directly, as index_shape would, without its general pass (issue 18: per op)
+    values, n = np.asarray(targets), logits[1]
+    if values.dtype.kind not in "iu":  # floats, bools: index_shape's refusals, word for word
+        index_shape(logits, (np.arange(logits[0]), values))
+    elif values.size and (values.max() >= n or values.min() < -n):
+        first = np.argmax((values >= n) | (values < -n))       # NumPy names the first one
+        raise _out_of_bounds(int(values.flat[first]), 1, n)
     return Rule((), {"logits": ()})
 
 

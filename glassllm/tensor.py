@@ -242,16 +242,27 @@ class Tensor:
     def _make(
         cls, data: Any, parents: tuple[Tensor, ...], op: str, backward: BackwardFn
     ) -> Tensor:
-        """Build an op's result; it joins the graph only if a parent requires grad (L0.3)."""
+        """Build an op's result; it joins the graph only if a parent requires grad (L0.3).
+
+        Called once per op, so it is kept lean (a loop, not `any()` over a generator).
+        """
         t = cls.__new__(cls)
-        t._data = np.asarray(data, dtype=np.float64)
-        t._data.flags.writeable = False  # backward closures keep it: never change it in place
+        if type(data) is not np.ndarray or data.dtype != np.float64:
+            data = np.asarray(data, dtype=np.float64)
+        data.setflags(write=False)  # backward closures keep it: never change it in place
+        t._data = data
         t._grad = None
         t._op = op
         t._retain = False
-        t.requires_grad = _GRAD_ENABLED.get() and any(p.requires_grad for p in parents)
-        t._parents = parents if t.requires_grad else ()
-        t._backward = backward if t.requires_grad else None
+        needs_grad = False
+        if _GRAD_ENABLED.get():
+            for p in parents:
+                if p.requires_grad:
+                    needs_grad = True
+                    break
+        t.requires_grad = needs_grad
+        t._parents = parents if needs_grad else ()
+        t._backward = backward if needs_grad else None
         return t
 
     # -- the data: read-only, so a backward pass always sees what the forward saw --
@@ -436,6 +447,9 @@ class Tensor:
         gets `.grad += dL/dtensor`, shaped like its data. Gradients from every use of a
         tensor are summed; the sums make new arrays (`a + b`, not `a += b`) because an
         op's gradient may be a read-only broadcast view or shared with another input.
+        A leaf's `.grad` is an array only that leaf holds: the engine hands over a
+        gradient array it knows nobody else can reach (new, sent to one place) and
+        copies any other (the caller's `grad_output`, a view, an array two inputs got).
 
         Raises:
             RuntimeError: this tensor does not require grad (no graph to walk).
@@ -464,25 +478,45 @@ class Tensor:
                     f"shape {self.shape}; they must match"
                 )
 
-        grads: dict[int, np.ndarray] = {id(self): seed}
+        # Gradients waiting for their node (tensors hash by identity). A leaf is handed
+        # its gradient array as it is (no copy) when the engine knows nobody else can
+        # reach it: a new buffer (owns its data, writeable) that went to exactly one
+        # place. `sent` holds the id of every array a backward returned: an array sent
+        # twice (add's `g` for both inputs), the caller's seed, and any view are copied.
+        # (An id freed and reused only costs a needless copy: an array sent twice is
+        # alive both times.) Backward closures return new arrays or views of `g`, never
+        # an array they keep: the contract every op in glassllm.autograd follows.
+        grads: dict[Tensor, np.ndarray] = {self: seed}
+        sent: set[int] = {id(seed)}
+        shared: set[int] = {id(seed)}
         for node in reversed(_topological_order(self)):
-            g = grads.pop(id(node), None)
+            g = grads.pop(node, None)
             if g is None:
                 continue
-            if node._backward is None or node._retain:  # a leaf, or asked to keep it
-                node._grad = np.array(g, dtype=np.float64) if node._grad is None else node._grad + g
-            if node._backward is None:
+            backward = node._backward
+            if backward is None or node._retain:  # a leaf, or asked to keep it
+                if node._grad is not None:
+                    node._grad = node._grad + g
+                elif backward is None and id(g) not in shared and _owned(g):
+                    node._grad = g  # handed over: nobody else holds this array
+                else:
+                    node._grad = np.array(g, dtype=np.float64)
+            if backward is None:
                 continue
-            for parent, pg in zip(node._parents, node._backward(g), strict=True):
+            for parent, pg in zip(node._parents, backward(g), strict=True):
                 if pg is None or not parent.requires_grad:
                     continue
-                if pg.shape != parent.data.shape:  # an op's bug, never the user's
+                if pg.shape != parent._data.shape:  # an op's bug, never the user's
                     raise AssertionError(
                         f"{node._op} backward gave a gradient of shape {pg.shape} "
-                        f"for an input of shape {parent.data.shape}"
+                        f"for an input of shape {parent._data.shape}"
                     )
-                key = id(parent)
-                grads[key] = pg if key not in grads else grads[key] + pg
+                key = id(pg)
+                if key in sent:
+                    shared.add(key)
+                else:
+                    sent.add(key)
+                grads[parent] = pg if parent not in grads else grads[parent] + pg
 
     # -- operators delegate to glassllm.autograd, which imports this module: the import
     # is made at call time (_ops), the one circle the layering allows ---
@@ -564,26 +598,34 @@ class Tensor:
         return _ops().transpose(self, None)
 
 
+def _owned(g: np.ndarray) -> bool:
+    """True when `g` is a float64 buffer of its own (not a view, not read-only data)."""
+    return g.flags.owndata and g.flags.writeable and g.dtype == np.float64
+
+
 def _topological_order(root: Tensor) -> list[Tensor]:
     """Every tensor `root` depends on (through grad-requiring edges), parents first.
 
-    Iterative depth-first post-order: no recursion, so graph depth is unbounded.
+    Iterative depth-first post-order: no recursion, so graph depth is unbounded. A node
+    is pushed once more (as its own marker, after its parents) and listed when popped
+    the second time. Tensors hash by identity, so the visited set holds them directly.
     """
     order: list[Tensor] = []
-    visited: set[int] = set()
-    stack: list[tuple[Tensor, bool]] = [(root, False)]
+    visited: set[Tensor] = set()
+    done: set[Tensor] = set()
+    stack: list[Tensor] = [root]
     while stack:
-        node, expanded = stack.pop()
-        if expanded:
-            order.append(node)
+        node = stack.pop()
+        if node in visited:
+            if node not in done:  # second time: its parents are all listed
+                done.add(node)
+                order.append(node)
             continue
-        if id(node) in visited:
-            continue
-        visited.add(id(node))
-        stack.append((node, True))
+        visited.add(node)
+        stack.append(node)
         for parent in node._parents:
-            if parent.requires_grad and id(parent) not in visited:
-                stack.append((parent, False))
+            if parent.requires_grad and parent not in visited:
+                stack.append(parent)
     return order
 
 

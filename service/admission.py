@@ -246,13 +246,24 @@ def client_key(request: Any) -> str:
     return "ip:" + (request.client.host if request.client else "?")
 
 
+# A computation whose planned cost (elements + multiply-adds) is at most this runs on the
+# event loop itself, inside its slot: a (4, 8) softmax takes microseconds, less than the
+# hop to a worker thread and back; ~20k is well under a millisecond of NumPy work, so the
+# loop is never held for long (issue 18).
+INLINE_COST = 20_000
+
+
 async def run_admitted(request: Any, cost: Cost, fn: Any, *args: Any) -> Any:
-    """``fn(*args)`` in a worker thread once `request` holds a compute slot for `cost`: the
-    one way every computing route (ops, eval, batch, check, model/attention) runs its work.
+    """``fn(*args)`` once `request` holds a compute slot for `cost`: the one way every
+    computing route (ops, eval, batch, check, model/attention) runs its work. In a worker
+    thread, unless the planned cost is at most `INLINE_COST`: then on the event loop, still
+    in its slot, its lane and its client's turn (the queue and its fairness are the same).
 
     Raises what `Admission.slot` raises (503 queue_full / queue_timeout, a hang-up)."""
     async with request.app.state.admission.slot(cost=cost, client=client_key(request),
                                                 request=request):
+        if weight(cost) <= INLINE_COST:
+            return fn(*args)  # tiny: the thread hop would cost more than the work
         return await run_in_threadpool(fn, *args)
 
 

@@ -73,7 +73,10 @@ OFF_LOOP_BYTES = 64 * 1024
 
 
 def _parse(body: bytes, settings: Settings, op: str | None) -> tuple[Any, bool]:
-    check_depth(body, settings, op=op)
+    # Nesting needs an opening bracket per level: a body with no more [ and { than the
+    # limit cannot be too deep, and two C-speed counts spare the scan (issue 18).
+    if body.count(b"[") + body.count(b"{") > settings.max_json_depth:
+        check_depth(body, settings, op=op)
     try:
         parsed = orjson.loads(body)
     except orjson.JSONDecodeError as exc:

@@ -36,6 +36,8 @@ def route_labels(scope: dict) -> tuple[str, str]:
     route = scope.get("route")
     template = getattr(route, "path", None) or "unmatched"
     name = scope.get("path_params", {}).get("name")
+    if template == "/api/v1/ops/{name}" and scope.get("method") == "POST" and name in registry.OPS:
+        return f"/api/v1/ops/{name}", name  # the op's documented path (one route runs all)
     if template.startswith("/api/v1/ops/"):
         op = name if name in registry.OPS else template.removeprefix("/api/v1/ops/")
         op = op if op in registry.OPS else ""

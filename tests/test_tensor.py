@@ -294,3 +294,48 @@ def test_numpy_array_of_a_tensor_is_a_writable_copy_asarray_a_read_only_view():
     assert t.data.tolist() == [1.0, 2.0]
     view = np.asarray(t)
     assert np.shares_memory(view, t.data) and not view.flags.writeable
+
+
+def test_backward_hands_over_a_fresh_gradient_and_copies_any_aliased_one():
+    """Issue 18: no copy nobody needs, and a copy wherever the array is reachable (L0.5).
+
+    mul's gradients are new arrays sent to one place each: handed over (the arrays the
+    closure made are the leaf's .grad). add's backward sends the one incoming `g` to both
+    inputs, and the caller keeps its seed: each leaf gets its own copy, so writing into
+    one .grad changes nothing else the caller can see.
+    """
+    seen = []
+    a = Tensor([1.0, 2.0], requires_grad=True)
+    b = Tensor([3.0, 5.0], requires_grad=True)
+    out = ag.mul(a, b)
+    inner = out._backward
+
+    def spy(g):
+        grads = inner(g)
+        seen.extend(grads)
+        return grads
+
+    out._backward = spy
+    seed = np.array([1.0, 10.0])
+    out.backward(seed)
+    assert a.grad is seen[0] and b.grad is seen[1]  # handed over, not copied
+    assert a.grad.tolist() == [3.0, 50.0] and b.grad.tolist() == [1.0, 20.0]
+
+    x = Tensor([1.0, 2.0], requires_grad=True)
+    y = Tensor([4.0, 8.0], requires_grad=True)
+    ag.add(x, y).backward(seed)  # g goes to both: the caller's seed, shared twice
+    assert x.grad is not seed and y.grad is not seed and x.grad is not y.grad
+    x.grad[0] = 99.0  # the caller owns it, and nobody else sees the change
+    assert y.grad.tolist() == [1.0, 10.0] and seed.tolist() == [1.0, 10.0]
+    assert x.grad.flags.writeable and y.grad.flags.writeable
+
+
+def test_leaf_grad_is_never_a_view_of_another_array():
+    x = Tensor(np.arange(6.0), requires_grad=True)
+    ag.reshape(x, (2, 3)).backward(np.ones((2, 3)))  # reshape's gradient is a view of g
+    assert x.grad.flags.owndata and x.grad.flags.writeable
+    z = Tensor([2.0, 3.0], requires_grad=True)
+    ag.tsum(z).backward()  # a read-only broadcast of the seed
+    assert z.grad.flags.writeable and z.grad.tolist() == [1.0, 1.0]
+    z.grad[0] = 7.0
+    assert z.grad.tolist() == [7.0, 1.0]

@@ -1,0 +1,105 @@
+"""The fused nodes give the composed ops' numbers (issue 18; L6, L7): attention, rms_norm."""
+
+import numpy as np
+import pytest
+
+from glassllm import Tensor
+from glassllm.fused import (
+    causal_attention,
+    causal_attention_composed,
+    rms_norm,
+    rms_norm_composed,
+)
+from glassllm.gradcheck import gradcheck
+from glassllm.layers import ATTENTION_PROBE, GlassConfig, GlassLM
+
+
+def _inputs(rng, B, H, Hkv, n, dk):
+    shapes = [(B, H, n, dk), (B, Hkv, n, dk), (B, Hkv, n, dk)]
+    return [rng.normal(size=s) for s in shapes]
+
+
+@pytest.mark.parametrize(("H", "Hkv"), [(4, 4), (4, 2), (4, 1), (6, 3)])
+def test_fused_attention_equals_the_composed_ops_values_and_gradients(H, Hkv):
+    rng = np.random.default_rng(H * 10 + Hkv)
+    arrays = _inputs(rng, 2, H, Hkv, 5, 4)
+    g = rng.normal(size=(2, H, 5, 4))
+    fused = [Tensor(a, requires_grad=True) for a in arrays]
+    composed = [Tensor(a, requires_grad=True) for a in arrays]
+    out_f, out_c = causal_attention(*fused), causal_attention_composed(*composed)
+    out_f.backward(g)
+    out_c.backward(g)
+    assert out_f.shape == (2, H, 5, 4)
+    assert np.array_equal(out_f.data, out_c.data)  # the same products, in the same order
+    for f, c in zip(fused, composed, strict=True):
+        # a key/value head's gradient sums its r query heads in another order: last bits
+        np.testing.assert_allclose(f.grad, c.grad, rtol=0, atol=1e-14)
+    if Hkv == H:  # no sum over copies: bit for bit
+        assert all(np.array_equal(f.grad, c.grad) for f, c in zip(fused, composed, strict=True))
+
+
+def test_fused_attention_is_causal_query_0_sees_only_key_0():
+    q = Tensor(np.zeros((1, 1, 3, 2)))
+    k = Tensor(np.zeros((1, 1, 3, 2)))
+    v = Tensor(np.array([[[[1.0, 2.0], [3.0, 4.0], [5.0, 6.0]]]]))
+    out = causal_attention(q, k, v).data[0, 0]  # equal scores: the mean of the visible rows
+    assert out.tolist() == [[1.0, 2.0], [2.0, 3.0], [3.0, 4.0]]
+
+
+def test_fused_attention_passes_the_gradient_checker():
+    rng = np.random.default_rng(7)
+    q, k, v = (Tensor(a, requires_grad=True) for a in _inputs(rng, 1, 4, 2, 4, 2))
+    result = gradcheck(causal_attention, q, k, v, grad_output=rng.normal(size=(1, 4, 4, 2)))
+    assert result.passed, result
+
+
+def test_fused_attention_refuses_shapes_that_do_not_group():
+    q = Tensor(np.zeros((1, 4, 3, 2)))
+    with pytest.raises(ValueError, match=r"Hkv dividing H"):
+        causal_attention(q, Tensor(np.zeros((1, 3, 3, 2))), Tensor(np.zeros((1, 3, 3, 2))))
+    with pytest.raises(ValueError, match=r"q must be \(B, H, n, dk\)"):
+        causal_attention(Tensor(np.zeros((4, 3, 2))), q, q)
+
+
+def test_model_loss_and_gradients_match_with_the_composed_attention():
+    """A probe that changes nothing forces the composed path: same loss, same gradients."""
+    config = GlassConfig(d_model=16, n_layers=2, n_heads=4, n_kv_heads=2, ffn_hidden=24,
+                         max_seq_len=8, vocab=32, seed=3)
+    rng = np.random.default_rng(0)
+    ids, targets = rng.integers(0, 32, size=(2, 8)), rng.integers(0, 32, size=(2, 8))
+    fused_model, composed_model = GlassLM(config), GlassLM(config)
+    fused_loss = fused_model.loss(ids, targets)
+    fused_loss.backward()
+    token = ATTENTION_PROBE.set(lambda weights: weights)
+    try:
+        composed_loss = composed_model.loss(ids, targets)
+    finally:
+        ATTENTION_PROBE.reset(token)
+    composed_loss.backward()
+    assert fused_loss.item() == pytest.approx(composed_loss.item(), rel=0, abs=1e-14)
+    for (name, p), (_, c) in zip(fused_model.named_parameters(),
+                                 composed_model.named_parameters(), strict=True):
+        np.testing.assert_allclose(p.grad, c.grad, rtol=0, atol=1e-13, err_msg=name)
+
+
+@pytest.mark.parametrize("shape", [(8,), (3, 8), (2, 5, 8)])
+def test_fused_rms_norm_equals_the_composed_ops_values_and_gradients(shape):
+    rng = np.random.default_rng(len(shape))
+    x, w, g = rng.normal(size=shape), rng.normal(size=8), rng.normal(size=shape)
+    fused = [Tensor(x, requires_grad=True), Tensor(w, requires_grad=True)]
+    composed = [Tensor(x, requires_grad=True), Tensor(w, requires_grad=True)]
+    out_f, out_c = rms_norm(*fused, eps=1e-5), rms_norm_composed(*composed, eps=1e-5)
+    out_f.backward(g)
+    out_c.backward(g)
+    assert np.array_equal(out_f.data, out_c.data)  # the same operations in the same order
+    for f, c in zip(fused, composed, strict=True):
+        np.testing.assert_allclose(f.grad, c.grad, rtol=0, atol=1e-14)
+
+
+def test_fused_rms_norm_reference_value_and_gradient_checker():
+    out = rms_norm(Tensor([[3.0, 4.0]]), Tensor([1.0, 2.0]), eps=0.0)  # rms = sqrt(12.5)
+    np.testing.assert_allclose(out.data, [[3 / 12.5**0.5, 8 / 12.5**0.5]], rtol=1e-15)
+    rng = np.random.default_rng(3)
+    x = Tensor(rng.normal(size=(2, 3, 4)), requires_grad=True)
+    w = Tensor(rng.normal(size=4), requires_grad=True)
+    assert gradcheck(rms_norm, x, w, grad_output=rng.normal(size=(2, 3, 4))).passed
