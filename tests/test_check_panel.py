@@ -222,3 +222,13 @@ def test_axe_finds_no_serious_violation_in_the_panel(page):
                            ".map(v => [v.id, v.nodes.length, v.nodes[0].target.join(' ')]))")
     assert result == []
     shot(page, "axe")
+
+
+def test_a_refusal_of_the_sandbox_names_the_input(page):
+    """A ragged list is read on the page but refused by the sandbox (422): the message
+    names the claimed input, as the case's own refusals do."""
+    run_softmax(page)
+    check(page, "[[0.25, -0.25], [0.1]]")
+    msg = page.text_content("#check-msg")
+    assert msg.startswith("Refused (HTTP 422), claimed.grads.a: "), msg
+    assert page.eval_on_selector_all("#check-result > *", "xs => xs.length") == 0

@@ -94,7 +94,7 @@ export async function checkGradient() {
 function showReport(r, who, claim, data) {
   const box = $("#check-result");
   box.dataset.passed = String(data.passed);
-  box.append(el("p", { class: `verdict ${data.passed ? "match" : "mismatch"}`,
+  box.append(el("p", { class: `verdict ${data.passed ? "pass" : "fail"}`,
     text: data.passed ? `✓ passed: your ${who} matches the sandbox's.` : `✗ not passed: your ${who} differs.` }));
   if (!r.shape_match) {
     say(`Your ${who} has shape ${shapeText(r.given_shape)}, but the ${who} has shape ` +
