@@ -232,3 +232,12 @@ def test_a_refusal_of_the_sandbox_names_the_input(page):
     msg = page.text_content("#check-msg")
     assert msg.startswith("Refused (HTTP 422), claimed.grads.a: "), msg
     assert page.eval_on_selector_all("#check-result > *", "xs => xs.length") == 0
+
+
+def test_a_new_run_clears_the_older_verdict(page):
+    run_softmax(page)
+    check(page, json.dumps(RIGHT.tolist()))
+    assert page.eval_on_selector_all("#check-result td", "tds => tds.length") == 4
+    page.click("#run")
+    page.wait_for_function("document.querySelector('#check-result').childElementCount === 0")
+    assert page.is_visible("#check-panel") and page.text_content("#check-msg") == ""

@@ -19,7 +19,7 @@ const OUTER = 3;                 // {"claimed": {"grads": {"x": …}}}
 
 /** The arrays the last run answered: "value" and "grad:<name>" for each gradient. */
 function targets() {
-  return [...document.querySelectorAll("#output > figure.heatmap[data-name]")]
+  return [...document.querySelectorAll("#output figure.heatmap[data-name]")]
     .map((f) => f.dataset.name).filter((n) => n === "value" || n.startsWith("grad:"));
 }
 
@@ -29,6 +29,8 @@ function targetLabel(t) { return t === "value" ? "the value (output)" : `gradien
 export function refreshCheckPanel() {
   const names = targets();
   const panel = $("#check-panel");
+  $("#check-result").replaceChildren();                 // a verdict on an older run is stale
+  say("");
   panel.hidden = names.length === 0;
   if (!names.length) return;
   const select = $("#check-target");
@@ -161,7 +163,8 @@ function verdictMap(mask, claim, who) {
     tbody.append(tr);
   }
   table.append(tbody);
-  fig.append(el("div", { class: "heat-scroll" }, table));
+  fig.append(el("div", { class: "heat-scroll", tabindex: "0", role: "region",   // scrollable: reachable by keyboard
+    "aria-label": `verdicts of the ${who}, shape ${shapeText(shape)}` }, table));
   return fig;
 }
 
