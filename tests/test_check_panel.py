@@ -188,8 +188,8 @@ def test_an_expression_case_is_checked_too(page):
     """x * y: the gradient of y is x. The expression case goes as is (no eval's `check`)."""
     page.click("#mode-expr")
     page.fill("#expr-text", "x * y")
-    for box in page.query_selector_all("#expr-vars .var-row button"):
-        box.click()
+    for remove in page.query_selector_all("#expr-vars .var-row button"):   # start empty
+        remove.click()
     page.click("#add-var")
     page.click("#add-var")
     names = page.query_selector_all("#expr-vars .var-name")
@@ -198,7 +198,7 @@ def test_an_expression_case_is_checked_too(page):
     values = page.query_selector_all("#expr-vars textarea")
     values[0].fill("[1.5, -2.0, 3.0]")
     values[1].fill("[4.0, 5.0, 6.0]")
-    page.check("#grad-check")
+    page.check("#grad-check")            # eval's `check` flag, which the panel leaves out
     page.click("#run")
     page.wait_for_selector("#check-panel:not([hidden])")
     page.wait_for_function("document.querySelectorAll('#check-target option').length === 3")
@@ -206,8 +206,7 @@ def test_an_expression_case_is_checked_too(page):
     page.fill("#check-claim", "[1.5, -2.0, 2.0]")
     page.click("#check-go")
     page.wait_for_selector("#check-result td")
-    cells = page.eval_on_selector_all("#check-result td", "tds => tds.map(td => td.dataset.verdict)")
-    assert cells == ["match", "match", "mismatch"]
+    assert verdicts(page) == {"0": "match", "1": "match", "2": "mismatch"}
     assert summary(page)["first mismatch"] == "at [2]: expected 3, given 2"
 
 
@@ -241,3 +240,15 @@ def test_a_new_run_clears_the_older_verdict(page):
     page.click("#run")
     page.wait_for_function("document.querySelector('#check-result').childElementCount === 0")
     assert page.is_visible("#check-panel") and page.text_content("#check-msg") == ""
+
+
+def test_the_value_can_be_checked_too(page):
+    run_softmax(page)
+    s = np.exp(A - A.max(axis=-1, keepdims=True))
+    s /= s.sum(axis=-1, keepdims=True)                    # [[0.5, 0.5], [0.2689…, 0.7310…]]
+    page.select_option("#check-target", "value")
+    page.fill("#check-claim", json.dumps([[0.5, 0.5], [0.2689, float(s[1, 1])]]))
+    page.click("#check-go")
+    page.wait_for_selector("#check-result td")
+    assert verdicts(page) == {"0,0": "match", "0,1": "match", "1,0": "mismatch", "1,1": "match"}
+    assert summary(page)["first mismatch"] == f"at [1, 0]: expected {float(s[1, 0])!r}, given 0.2689"

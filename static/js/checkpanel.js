@@ -23,7 +23,8 @@ function targets() {
     .map((f) => f.dataset.name).filter((n) => n === "value" || n.startsWith("grad:"));
 }
 
-function targetLabel(t) { return t === "value" ? "the value (output)" : `gradient of ${t.slice(5)}`; }
+/** What a target is called in the messages: "value", "gradient of x". */
+function targetLabel(t) { return t === "value" ? "value" : `gradient of ${t.slice(5)}`; }
 
 /** After each run: show the panel when the run answered, list what can be checked. */
 export function refreshCheckPanel() {
@@ -35,16 +36,17 @@ export function refreshCheckPanel() {
   if (!names.length) return;
   const select = $("#check-target");
   const keep = select.value;
-  select.replaceChildren(...names.map((t) => el("option", { value: t, text: targetLabel(t) })));
+  select.replaceChildren(...names.map((t) => el("option", { value: t, text: t === "value" ? "the value (output)" : targetLabel(t) })));
   // default: the first gradient, since that is what a student derives by hand
   select.value = names.includes(keep) ? keep : names.find((t) => t !== "value") ?? "value";
 }
 
-function say(text, kind = "error") {
+/** The panel's error message beside the answer box ("" clears it). */
+function say(text) {
   const msg = $("#check-msg");
   msg.textContent = text;
-  msg.className = `msg ${text ? kind : ""}`;
-  $("#check-claim").setAttribute("aria-invalid", text && kind === "error" ? "true" : "false");
+  msg.className = `msg ${text ? "error" : ""}`;
+  $("#check-claim").setAttribute("aria-invalid", text ? "true" : "false");
 }
 
 /** The case on screen as a check request body, or null (the case's own message says why). */
