@@ -5,6 +5,7 @@
 
 import { addVariable, caseChanged, opAsExpression, setMode, showOp } from "./case.js";
 import { load } from "./catalogue.js";
+import { wireCheckPanel } from "./checkpanel.js"; // "check my gradient" (issue 12)
 import { run } from "./run.js";
 import { copyCurl, copyLink, copyPython, restoreFromLink } from "./share.js";
 import { showStep } from "./stepper.js";
@@ -38,6 +39,7 @@ function wire() {
   $("#copy-python").addEventListener("click", copyPython);
   $("#copy-curl").addEventListener("click", copyCurl);
   window.addEventListener("hashchange", () => { if (restoreFromLink()) run(); });
+  wireCheckPanel();                                           // issue 12: check my gradient
 }
 
 async function main() {
