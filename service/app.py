@@ -8,6 +8,7 @@ from glassllm import float_warnings
 from glassllm.registry import OPS
 from glassllm.runtime import tune_malloc
 from service import errors, schemas
+from service.openapi import for_generators
 from service.limits import ComputeSlots
 from service.routes import allow_head, contract, health, ops, pages
 from service.routes import eval as eval_routes
@@ -46,7 +47,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
             schema.setdefault("components", {}).setdefault("schemas", {}).update(
                 schemas.COMPONENTS)
             schema["info"]["x-ops"] = len(OPS)
-            app.openapi_schema = schema
+            app.openapi_schema = for_generators(schema)     # issue 16: clients generate
         return app.openapi_schema
 
     app.openapi = openapi

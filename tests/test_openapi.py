@@ -25,11 +25,29 @@ def current() -> dict:
 
 
 def test_openapi_has_one_post_per_op():
-    paths = current()["paths"]
+    doc = current()
+    paths, schemas = doc["paths"], doc["components"]["schemas"]
     for name, op in R.OPS.items():
         post = paths[f"/api/v1/ops/{name}"]["post"]
-        schema = post["requestBody"]["content"]["application/json"]["schema"]
+        body = post["requestBody"]["content"]["application/json"]["schema"]
+        assert body == {"$ref": f"#/components/schemas/Run{name.title().replace('_', '')}Request"}
+        schema = schemas[body["$ref"].rsplit("/", 1)[1]]
         assert set(schema["properties"]["inputs"]["properties"]) == {i.name for i in op.inputs}
+
+
+def test_every_body_is_a_named_component():
+    """Issue 16: generators name their models after the components; an inline body
+    becomes an anonymous or missing model."""
+    doc = current()
+    for path, item in doc["paths"].items():
+        for method, operation in item.items():
+            bodies = [operation.get("requestBody", {}).get("content", {}),
+                      *(r.get("content", {}) for r in operation["responses"].values())]
+            for content in bodies:
+                for media_type, media in content.items():
+                    if media_type == "application/json":
+                        assert set(media["schema"]) == {"$ref"}, (method, path)
+    assert "$defs" not in json.dumps(doc)
 
 
 def test_openapi_snapshot():
