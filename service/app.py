@@ -8,8 +8,8 @@ from glassllm import float_warnings
 from glassllm.registry import OPS
 from glassllm.runtime import tune_malloc
 from service import errors, schemas
-from service.openapi import for_generators
 from service.limits import ComputeSlots
+from service.openapi import for_generators
 from service.routes import allow_head, contract, health, ops, pages
 from service.routes import eval as eval_routes
 from service.routes import train as train_routes

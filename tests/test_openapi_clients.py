@@ -15,13 +15,13 @@ import sys
 from pathlib import Path
 
 import pytest
-
 from sandbox_server import ROOT, running_sandbox
+
 from glassllm.registry import OPS
 from service.app import create_app
 
 sys.path.insert(0, str(ROOT / "tools"))
-import client_generators as G  # noqa: E402
+import client_generators as G
 
 pytestmark = pytest.mark.slow
 PACKAGE = "glassllm_gradient_sandbox_client"
@@ -85,9 +85,8 @@ def test_the_typescript_types_have_every_endpoint(document, tmp_path):
     missing = []
     for method, route, op_id in operations(doc):
         block = re.search(rf'\n    "{re.escape(route)}": {{\n(.*?)\n    }};', text, re.DOTALL)
-        if block is None or f'{method}: operations["{op_id}"];' not in block.group(1):
-            missing.append((method, route))
-        elif not re.search(rf'\n    {re.escape(op_id)}: {{\n', text):
+        listed = block is not None and f'{method}: operations["{op_id}"];' in block.group(1)
+        if not (listed and re.search(rf"\n    {re.escape(op_id)}: {{\n", text)):
             missing.append((method, route))
     assert missing == [], f"missing from the TypeScript types: {missing}"
     for name in ("NonFinite", "FloatArray2D", "RunSoftmaxRequest", "EvalRequest",
@@ -101,7 +100,7 @@ import json, sys
 sys.path.insert(0, sys.argv[1])
 from glassllm_gradient_sandbox_client import Client
 from glassllm_gradient_sandbox_client.api.ops import run_softmax
-from glassllm_gradient_sandbox_client.api.expressions import eval_expression as eval_expression_api_v1_eval_post
+from glassllm_gradient_sandbox_client.api.expressions import eval_expression
 from glassllm_gradient_sandbox_client.models import (
     RunSoftmaxRequest, RunSoftmaxRequestInputs, EvalRequest, EvalRequestVariables, NonFinite,
     ErrorBody, OpResult, EvalResult)
@@ -114,12 +113,12 @@ assert isinstance(r.parsed, OpResult), r
 out["softmax"] = {"status": r.status_code.value, "value": r.parsed.value,
                   "grads": r.parsed.grads.to_dict(), "sent": body.to_dict()}
 variables = EvalRequestVariables.from_dict({"x": [1.0, 2.0], "y": [3.0, 4.0]})
-r = eval_expression_api_v1_eval_post.sync_detailed(
+r = eval_expression.sync_detailed(
     client=client, body=EvalRequest(expression="(x * y).sum()", variables=variables))
 assert isinstance(r.parsed, EvalResult), r
 out["eval"] = {"status": r.status_code.value, "value": r.parsed.value,
                "grads": r.parsed.grads.to_dict()}
-r = eval_expression_api_v1_eval_post.sync_detailed(
+r = eval_expression.sync_detailed(
     client=client, body=EvalRequest(expression="softmax(masked_fill(s, msk, -inf))",
                                     variables=EvalRequestVariables.from_dict({"s": [1.0]})))
 assert isinstance(r.parsed, ErrorBody), r
