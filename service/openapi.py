@@ -10,8 +10,9 @@ stays exact about what the API accepts:
   ``nan`` are one identifier in a generated enum, and a duplicate stops the generator.
 - **arrays as a bounded depth per dimension count.** A recursive schema (``FloatList``: a
   number or a list of ``FloatList``) becomes ``FloatList1D`` … ``FloatList6D`` (each a list
-  of the one below) and ``FloatListDeep``: a list with ``items: {}`` for 7 or more
-  dimensions, whose description states the rule. Every value the API reads still matches.
+  of the one below) and ``FloatListDeep``: 7 levels of lists whose innermost ``items`` is
+  ``{}``, for 7 or more dimensions, with the rule in its description. Every value the API
+  reads still matches.
 - **named component schemas for every body.** An inline request body becomes a component
   (its pydantic title, else ``<OperationId>Request``), pydantic's ``$defs`` join the
   components, and a response without a schema gets one.
@@ -66,11 +67,15 @@ def bounded_lists(schemas: dict[str, dict]) -> None:
                                       "description": f"{name} with {k} dimension{'s' * (k > 1)}"}
             below = ref(f"{name}{k}D")
             names.append(f"{name}{k}D")
+        deep: dict = {"type": "array", "items": {}}     # 7 levels of lists, then not described
+        for _ in range(MAX_LIST_DIMS):
+            deep = {"type": "array", "items": deep}
         schemas[f"{name}Deep"] = {
-            "type": "array", "items": {},
+            **deep,
             "description": f"{name} with more than {MAX_LIST_DIMS} dimensions: nested lists,"
                            " every list of one level the same length, every leaf as in"
-                           f" {name}1D (the schema stops describing the depth here)"}
+                           f" {name}1D (the schema describes the lists down to the"
+                           f" {MAX_LIST_DIMS + 1}th level, and the leaves no further)"}
         schemas[name] = {k: v for k, v in schema.items() if k != "anyOf"}
         schemas[name]["anyOf"] = [*leaves, *map(ref, names), ref(f"{name}Deep")]
 

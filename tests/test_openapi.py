@@ -71,3 +71,48 @@ schema = schemathesis.openapi.from_asgi("/openapi.json", APP).exclude(path="/api
 def test_schemathesis_no_server_errors(case):
     response = case.call()
     assert response.status_code < 500, response.text[:500]
+
+
+# --------------------------------------------------------------------------------------
+# issue 16: a document client generators read (service/openapi.py), still exact
+# --------------------------------------------------------------------------------------
+
+def _validator(doc: dict, name: str):
+    """A JSON Schema 2020-12 validator of the component `name`, its refs resolved in `doc`."""
+    import jsonschema
+    from referencing import Registry, Resource
+    from referencing.jsonschema import DRAFT202012
+    registry = Registry().with_resource(
+        "urn:doc", Resource.from_contents(doc, default_specification=DRAFT202012))
+    return jsonschema.Draft202012Validator({"$ref": f"urn:doc#/components/schemas/{name}"},
+                                           registry=registry)
+
+
+def test_the_nonfinite_enum_lists_one_spelling_per_value_and_names_the_lenient_ones():
+    schema = current()["components"]["schemas"]["NonFinite"]
+    assert schema["enum"] == ["NaN", "Infinity", "-Infinity"]
+    for lenient in ("nan", "inf", "-inf"):
+        assert lenient in schema["description"]
+
+
+def test_no_schema_refers_to_itself():
+    """openapi-python-client cannot parse a recursive anyOf (issue 16)."""
+    schemas = current()["components"]["schemas"]
+    for name, schema in schemas.items():
+        assert f'"#/components/schemas/{name}"' not in json.dumps(schema), name
+
+
+@pytest.mark.parametrize(("name", "good", "bad"), [
+    ("FloatArray", [1.5, "NaN", "-Infinity", [1.0, "Infinity"], [[1.0], [2.0]],
+                    [[[[[[[[0.5]]]]]]]]], ["nan?", [True], {"x": 1}, [["x"]]]),
+    ("IntArray", [3, [1, 2], [[[[[[[[1]]]]]]]]], [1.5, [1.5], ["3"]]),
+    ("BoolMask", [True, [False, True], [[[[[[[[True]]]]]]]]], [[1.5], "true"]),
+])
+def test_bounded_depth_array_schemas_accept_what_the_api_reads(name, good, bad):
+    """Six named depths, then items: {} — every nested list the API reads still matches;
+    values that no depth's leaves match are refused up to the sixth dimension."""
+    validator = _validator(current(), name)
+    for value in good:
+        assert validator.is_valid(value), (name, value)
+    for value in bad:
+        assert not validator.is_valid(value), (name, value)
