@@ -29,7 +29,8 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     float_warnings.install()
     tune_malloc()  # each worker process keeps freed NumPy buffers for reuse (runtime.py)
     app = FastAPI(title="glassllm gradient sandbox", version="0.1.0", description=DESCRIPTION,
-                  docs_url=None, redoc_url=None)
+                  docs_url=None, redoc_url=None,
+                  generate_unique_id_function=lambda route: route.name)  # the function: a client method name
     app.state.settings = settings
     app.state.slots = ComputeSlots(settings.max_concurrency, settings.retry_after_seconds)
     errors.install(app)

@@ -116,3 +116,15 @@ def test_bounded_depth_array_schemas_accept_what_the_api_reads(name, good, bad):
         assert validator.is_valid(value), (name, value)
     for value in bad:
         assert not validator.is_valid(value), (name, value)
+
+
+def test_operation_ids_are_unique_function_names():
+    """A generator names each client function after its operationId: the route's own
+    function name (`generate_unique_id_function`), never FastAPI's path-derived default."""
+    ops = [(path, o["operationId"]) for path, item in current()["paths"].items()
+           for o in item.values()]
+    ids = [op_id for _, op_id in ops]
+    assert len(ids) == len(set(ids))
+    assert {"healthz", "list_ops", "get_op", "eval_expression", "run_softmax",
+            "start_training", "model_attention"} <= set(ids)
+    assert all(op_id.isidentifier() and "api_v1" not in op_id for op_id in ids), ids
