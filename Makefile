@@ -21,13 +21,14 @@ WORKERS ?= 1
 CHROMIUM := /usr/bin/chromium
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 
-.PHONY: help run test lint bench mutation clean
+.PHONY: help run test lint bench load mutation clean
 
 help:
 	@echo "make run    start the gradient sandbox at http://$(HOST):$(PORT)"
 	@echo "make test   run the whole test suite (installs what it needs)"
 	@echo "make lint   ruff check"
 	@echo "make bench  service latency / throughput benchmark"
+	@echo "make load   a class at once: bench/load.py (Locust, about 4 minutes)"
 	@echo "make mutation  mutation testing (mutmut, ~30 min on 2 cores; not part of make test)"
 	@echo "make docker / docker-test / docker-save / lock   the course image (docs/deploy.md)"
 
@@ -73,6 +74,13 @@ lint: $(VENV)/.stamp-test
 
 bench: $(VENV)/.stamp-service
 	$(VPY) bench/service.py
+
+$(VENV)/.stamp-bench: pyproject.toml | $(VPY)
+	$(VPY) -m pip install --quiet -e '.[bench]'
+	touch $@
+
+load: $(VENV)/.stamp-bench
+	$(VPY) bench/load.py
 
 $(VENV)/.stamp-mutation: pyproject.toml | $(VPY)
 	$(VPY) -m pip install --quiet -e '.[mutation]'

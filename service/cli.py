@@ -3,7 +3,11 @@
 from __future__ import annotations
 
 import argparse
+import contextlib
 import importlib.util
+import os
+import shutil
+import tempfile
 
 from glassllm.cli import _int_type
 
@@ -29,11 +33,41 @@ def _int_in(low: int, high: int | None, rule: str):
 
 
 def _workers(text: str) -> int:
-    """``--workers``: a positive integer, or ``auto`` = `service.cpus.available_cpus()`."""
+    """``--workers``: a positive integer, or ``auto``: one per available CPU (cpus.py)."""
     if text == "auto":
         from service.cpus import available_cpus
         return available_cpus()
-    return _int_in(1, None, "a positive integer")(text)
+    try:
+        return _int_in(1, None, "a positive integer or 'auto'")(text)
+    except argparse.ArgumentTypeError:
+        raise argparse.ArgumentTypeError(f"must be a positive integer or 'auto', got"
+                                         f" {text!r}") from None
+
+
+@contextlib.contextmanager
+def worker_environment(workers: int):
+    """The environment the worker processes start with, restored afterwards.
+
+    ``GLASSLLM_WORKERS`` lets each worker take its share of the CPUs as compute slots;
+    with several workers, ``PROMETHEUS_MULTIPROC_DIR`` (a fresh directory, removed at
+    exit) lets /metrics sum every worker's counters (service/metrics.py).
+    """
+    saved = {k: os.environ.get(k) for k in ("GLASSLLM_WORKERS", "PROMETHEUS_MULTIPROC_DIR")}
+    made = None
+    os.environ["GLASSLLM_WORKERS"] = str(workers)
+    if workers > 1 and not os.environ.get("PROMETHEUS_MULTIPROC_DIR"):
+        made = tempfile.mkdtemp(prefix="glassllm-metrics-")
+        os.environ["PROMETHEUS_MULTIPROC_DIR"] = made
+    try:
+        yield
+    finally:
+        for key, value in saved.items():
+            if value is None:
+                os.environ.pop(key, None)
+            else:
+                os.environ[key] = value
+        if made:
+            shutil.rmtree(made, ignore_errors=True)
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -65,8 +99,12 @@ def main(argv: list[str] | None = None) -> None:
         Settings()              # a bad GLASSLLM_* variable stops here, named, not in a worker
     except SettingsError as exc:
         raise SystemExit(f"glassllm-sandbox: {exc}") from None
-    uvicorn.run("service.app:create_app", factory=True, host=args.host, port=args.port,
-                workers=args.workers, log_level=args.log_level, access_log=False)
+    # access_log=False: service/observability.py writes one line per request instead
+    # (with the op and the request id); GLASSLLM_ACCESS_LOG=0 turns it off.
+    with worker_environment(args.workers):
+        uvicorn.run("service.app:create_app", factory=True, host=args.host, port=args.port,
+                    workers=args.workers, log_level=args.log_level, access_log=False,
+                    timeout_graceful_shutdown=10)
 
 
 if __name__ == "__main__":

@@ -16,6 +16,7 @@ from kubernetes_validate.utils import ValidationError, all_versions, validate
 from sandbox_server import ROOT
 
 from service.settings import ENV_PREFIX, Settings
+from service.train_settings import TrainSettings
 
 K8S = ROOT / "deploy" / "kubernetes"
 
@@ -32,8 +33,11 @@ find_mirror = _load(ROOT / "docker" / "apt_mirror.py").find_mirror
 # The oldest release with autoscaling/v2 and policy/v1 that the validator ships, and the
 # newest: a course's cluster is somewhere between.
 VERSIONS = sorted({all_versions()[0], all_versions()[-1]})
-SETTINGS = {f"{ENV_PREFIX}{name.upper()}" for name in Settings.model_fields} - {
-    f"{ENV_PREFIX}STATIC_DIR"}                       # the page ships in the image
+SETTINGS = {f"{ENV_PREFIX}{name.upper()}"
+            for name in [*Settings.model_fields, *TrainSettings.model_fields]} - {
+    f"{ENV_PREFIX}STATIC_DIR",                       # the page ships in the image
+    f"{ENV_PREFIX}WORKERS"}                          # set by --workers for the workers it starts
+SECRETS = {f"{ENV_PREFIX}API_TOKEN"}                 # a Secret's business, never a ConfigMap's
 
 
 def documents() -> dict[str, dict]:
@@ -86,8 +90,10 @@ def test_probes_use_the_sandbox_routes():
 
 def test_the_configmap_sets_exactly_the_sandbox_settings_and_they_are_valid():
     data = documents()["ConfigMap"]["data"]
-    assert set(data) == SETTINGS
-    Settings(**{k.removeprefix(ENV_PREFIX).lower(): v for k, v in data.items()})
+    assert set(data) == SETTINGS - SECRETS
+    values = {k.removeprefix(ENV_PREFIX).lower(): v for k, v in data.items()}
+    Settings(**{k: v for k, v in values.items() if k in Settings.model_fields})
+    TrainSettings(**{k: v for k, v in values.items() if k in TrainSettings.model_fields})
 
 
 def test_resources_match_the_limits():
@@ -95,8 +101,9 @@ def test_resources_match_the_limits():
     res = container()["resources"]
     cpu = quantity(res["limits"]["cpu"])
     assert cpu == quantity(res["requests"]["cpu"]) == 1          # one worker per pod
-    # the sandbox's own default: 2 computations per CPU of the quota
-    assert int(data["GLASSLLM_MAX_CONCURRENCY"]) == 2 * cpu
+    # the sandbox's own default: one compute slot per CPU of the quota (issue 9: workers ×
+    # slots × BLAS threads fit the CPUs; more requests wait in the queue)
+    assert int(data["GLASSLLM_MAX_CONCURRENCY"]) == cpu
     # memory: a worker (~50 MiB measured idle) + every concurrent computation at 128 bytes
     # per graph element (measured: an /api/v1/eval of a 3.9M-element graph peaks at ~410
     # MiB, its values and gradients as JSON included; docs/deploy.md)

@@ -252,7 +252,10 @@ def test_check_work_is_bounded_by_the_multiply_add_limit(client, never_runs):
     assert err["message"].startswith("check would finite-difference 2000 elements with 2"
                                      " forward passes each, ")
     assert "the limit is 1000000000 (SPEC H5)" in err["message"]
+    assert never_runs == []                                   # refused before any forward
     assert post(client, {"expression": expression, "variables": variables})["shape"] == []
+    assert never_runs == [1]                                  # without check: one forward
+    never_runs.clear()
 
 
 def test_check_work_counts_multiply_adds_elements_and_nodes():
@@ -344,9 +347,12 @@ HOSTILE = [
 
 @pytest.fixture
 def never_runs(monkeypatch):
+    # patched where evaluation looks it up (glassllm.expr.evaluation), not the re-export
+    from glassllm.expr import evaluation
+
     calls = []
-    real = E._forward
-    monkeypatch.setattr(E, "_forward", lambda *a, **k: calls.append(1) or real(*a, **k))
+    real = evaluation._forward
+    monkeypatch.setattr(evaluation, "_forward", lambda *a, **k: calls.append(1) or real(*a, **k))
     yield calls
     assert calls == [], "a refused expression must not be executed"
 

@@ -89,21 +89,21 @@ def test_the_typescript_types_have_every_endpoint(document, tmp_path):
         if not (listed and re.search(rf"\n    {re.escape(op_id)}: {{\n", text)):
             missing.append((method, route))
     assert missing == [], f"missing from the TypeScript types: {missing}"
-    for name in ("NonFinite", "FloatArray2D", "RunSoftmaxRequest", "EvalRequest",
+    for name in ("NonFinite", "FloatList2D", "Base64Array", "RunSoftmaxRequest", "EvalRequest",
                  "ErrorBody"):
         assert re.search(rf"\n        {name}: ", text), name
     assert '"NaN" | "Infinity" | "-Infinity"' in text
 
 
 LIVE = '''
-import json, sys
+import base64, json, struct, sys
 sys.path.insert(0, sys.argv[1])
 from glassllm_gradient_sandbox_client import Client
 from glassllm_gradient_sandbox_client.api.ops import run_softmax
 from glassllm_gradient_sandbox_client.api.expressions import eval_expression
 from glassllm_gradient_sandbox_client.models import (
     RunSoftmaxRequest, RunSoftmaxRequestInputs, EvalRequest, EvalRequestVariables, NonFinite,
-    ErrorBody, OpResult, EvalResult)
+    ErrorBody, OpResult, EvalResult, Base64Array, Base64ArrayDtype, RunSoftmaxRequestEncoding)
 
 client = Client(base_url=sys.argv[2], raise_on_unexpected_status=True)
 out = {}
@@ -112,6 +112,18 @@ r = run_softmax.sync_detailed(client=client, body=body)
 assert isinstance(r.parsed, OpResult), r
 out["softmax"] = {"status": r.status_code.value, "value": r.parsed.value,
                   "grads": r.parsed.grads.to_dict(), "sent": body.to_dict()}
+# the binary form (issue 12): float64 little-endian bytes in, and asked for out
+raw = base64.b64encode(struct.pack("<3d", 1.0, float("nan"), 0.0)).decode()
+body = RunSoftmaxRequest(
+    inputs=RunSoftmaxRequestInputs(a=Base64Array(dtype=Base64ArrayDtype.FLOAT64, shape=[3],
+                                                 base64=raw)),
+    encoding=RunSoftmaxRequestEncoding.BASE64)
+r = run_softmax.sync_detailed(client=client, body=body)
+assert isinstance(r.parsed, OpResult), r
+value = r.parsed.value
+floats = struct.unpack("<3d", base64.b64decode(value["base64"]))
+out["base64"] = {"status": r.status_code.value, "dtype": value["dtype"],
+                 "shape": value["shape"], "value": [repr(v) for v in floats]}
 variables = EvalRequestVariables.from_dict({"x": [1.0, 2.0], "y": [3.0, 4.0]})
 r = eval_expression.sync_detailed(
     client=client, body=EvalRequest(expression="(x * y).sum()", variables=variables))
@@ -138,10 +150,12 @@ def test_the_generated_python_client_round_trips_values_nan_and_errors(python_cl
     assert result.returncode == 0, result.stdout + result.stderr
     out = json.loads(result.stdout)
     # softmax([1, NaN, 0]): NaN spreads to every position (L1.2); sent as the enum's "NaN"
-    assert out["softmax"]["sent"] == {"inputs": {"a": [1.0, "NaN", 0.0]}}
+    assert out["softmax"]["sent"] == {"inputs": {"a": [1.0, "NaN", 0.0]}, "encoding": "json"}
     assert out["softmax"]["status"] == 200
     assert out["softmax"]["value"] == ["NaN", "NaN", "NaN"]
     assert out["softmax"]["grads"] == {"a": ["NaN", "NaN", "NaN"]}
+    assert out["base64"] == {"status": 200, "dtype": "float64", "shape": [3],
+                             "value": ["nan", "nan", "nan"]}
     # sum(x * y) = 1*3 + 2*4 = 11; d/dx = y, d/dy = x
     assert out["eval"] == {"status": 200, "value": 11.0,
                            "grads": {"x": [3.0, 4.0], "y": [1.0, 2.0]}}
