@@ -35,6 +35,8 @@ from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
 from typing import Any
 
+from starlette.concurrency import run_in_threadpool
+
 from service import metrics
 from service.errors import ApiError
 
@@ -242,6 +244,16 @@ def client_key(request: Any) -> str:
     if given:
         return "id:" + given[:64]
     return "ip:" + (request.client.host if request.client else "?")
+
+
+async def run_admitted(request: Any, cost: Cost, fn: Any, *args: Any) -> Any:
+    """``fn(*args)`` in a worker thread once `request` holds a compute slot for `cost`: the
+    one way every computing route (ops, eval, batch, check, model/attention) runs its work.
+
+    Raises what `Admission.slot` raises (503 queue_full / queue_timeout, a hang-up)."""
+    async with request.app.state.admission.slot(cost=cost, client=client_key(request),
+                                                request=request):
+        return await run_in_threadpool(fn, *args)
 
 
 def from_settings(settings: Any) -> Admission:

@@ -28,7 +28,17 @@ def _positive(le: int) -> Any:
     return Field(ge=1, le=le)
 
 
-class Settings(BaseSettings):
+class StrictSettings(BaseSettings):
+    """GLASSLLM_* settings whose bad value stops the sandbox with one named message."""
+
+    def __init__(self, **values: Any) -> None:
+        try:
+            super().__init__(**values)
+        except ValidationError as exc:
+            raise SettingsError(describe(exc)) from None
+
+
+class Settings(StrictSettings):
     model_config = SettingsConfigDict(env_prefix=ENV_PREFIX, frozen=True)
 
     max_body_bytes: Annotated[int, _positive(GiB)] = 8 * 1024 * 1024
@@ -106,12 +116,6 @@ class Settings(BaseSettings):
         return Limits(**{name: getattr(self, name) for name in same},
                       max_length=self.max_expression_length,
                       max_graph_elements=self.max_result_elements)
-
-    def __init__(self, **values: Any) -> None:
-        try:
-            super().__init__(**values)
-        except ValidationError as exc:
-            raise SettingsError(describe(exc)) from None
 
 
 def describe(exc: ValidationError) -> str:

@@ -239,7 +239,7 @@ def test_an_op_request_is_planned_before_it_waits():
 
     from glassllm import registry
     from service.admission import weight
-    from service.dispatch import prepare_body, run_prepared
+    from service.dispatch import answer, prepare_body
     from service.settings import Settings
     s, matmul = Settings(), registry.get("matmul")
     small = prepare_body(registry.get("softmax"), {"inputs": {"a": [[0.0] * 8] * 4}}, False, s)
@@ -252,7 +252,7 @@ def test_an_op_request_is_planned_before_it_waits():
     assert weight(big.cost) > s.large_cost > weight(small.cost)
     adm = admission()
     assert adm.lane_of(small.cost) == SMALL and adm.lane_of(big.cost) == LARGE
-    assert orjson.loads(run_prepared(big))["value"][0][0] == 256.0
+    assert orjson.loads(answer(big, "json"))["value"][0][0] == 256.0
 
 
 def test_an_expression_is_planned_before_it_waits():

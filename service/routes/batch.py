@@ -17,12 +17,11 @@ from __future__ import annotations
 from typing import Any
 
 from fastapi import APIRouter, Request
-from starlette.concurrency import run_in_threadpool
 from starlette.responses import Response
 
 from glassllm.errors import InputError
 from service import schemas
-from service.admission import client_key
+from service.admission import run_admitted
 from service.case import Case, prepare_case, run_case
 from service.codec import computed, dumps, encoding_of
 from service.errors import ApiError, from_input_error
@@ -107,7 +106,6 @@ async def batch(request: Request) -> Response:
     prepared, total, encoding = await off_loop(request, prepare_batch, parsed, maybe_bools,
                                                settings)
     del parsed                  # a queued batch holds its prepared cases, not the JSON lists
-    async with request.app.state.admission.slot(cost=total, client=client_key(request),
-                                                request=request):
-        out = await run_in_threadpool(answer_batch, prepared, encoding, maybe_bools, settings)
+    out = await run_admitted(request, total, answer_batch, prepared, encoding, maybe_bools,
+                             settings)
     return Response(out, media_type="application/json")

@@ -15,13 +15,12 @@ import math
 from typing import Any
 
 from fastapi import APIRouter, Request
-from starlette.concurrency import run_in_threadpool
 from starlette.responses import Response
 
 from glassllm.grade import ATOL, RTOL, compare
 from glassllm.wire import coerce
 from service import schemas
-from service.admission import client_key
+from service.admission import run_admitted
 from service.case import Case, prepare_case, run_case
 from service.codec import dumps
 from service.errors import ApiError
@@ -129,7 +128,5 @@ async def check(request: Request) -> Response:
     parsed, maybe_bools = await read_json(request, settings, send='{"op": ..., "claimed": ...}')
     case, claim = await off_loop(request, prepare_check, parsed, maybe_bools, settings)
     del parsed
-    async with request.app.state.admission.slot(cost=case.cost, client=client_key(request),
-                                                request=request):
-        out = await run_in_threadpool(answer_check, case, claim, maybe_bools, settings)
+    out = await run_admitted(request, case.cost, answer_check, case, claim, maybe_bools, settings)
     return Response(out, media_type="application/json")

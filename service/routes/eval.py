@@ -16,13 +16,12 @@ from typing import Any
 import orjson
 from fastapi import APIRouter, Request
 from pydantic import BaseModel, Field
-from starlette.concurrency import run_in_threadpool
 from starlette.responses import Response
 
 from glassllm import expr, float_warnings
 from glassllm.examples import EXAMPLES
 from service import schemas
-from service.admission import client_key
+from service.admission import run_admitted
 from service.codec import dumps, encode_as, encoding_of
 from service.errors import ApiError
 from service.limits import off_loop, read_json
@@ -128,9 +127,7 @@ async def eval_expression(request: Request) -> Response:
     # for a slot in the lane of its planned cost, then compute.
     prepared = await off_loop(request, prepare_body, parsed, maybe_bools, settings, messages)
     del parsed                  # a queued request holds its planned graph, not the JSON lists
-    async with request.app.state.admission.slot(cost=prepared.cost, client=client_key(request),
-                                                request=request):
-        out = await run_in_threadpool(run_prepared, prepared, messages, encoding)
+    out = await run_admitted(request, prepared.cost, run_prepared, prepared, messages, encoding)
     return Response(out, media_type="application/json")
 
 

@@ -6,13 +6,12 @@ import difflib
 
 import orjson
 from fastapi import APIRouter, Request
-from starlette.concurrency import run_in_threadpool
 from starlette.responses import Response
 
 from glassllm import registry
 from glassllm.registry import Op
 from service import schemas
-from service.admission import client_key
+from service.admission import run_admitted
 from service.codec import encoding_of
 from service.dispatch import answer, prepare_body
 from service.errors import ApiError
@@ -51,9 +50,7 @@ async def run_op(op: Op, request: Request) -> Response:
     encoding = encoding_of(parsed, op.name)
     prepared = await off_loop(request, prepare_body, op, parsed, maybe_bools, settings)
     del parsed                  # a queued request holds its NumPy inputs, not the JSON lists
-    async with request.app.state.admission.slot(cost=prepared.cost, client=client_key(request),
-                                                request=request):
-        out = await run_in_threadpool(answer, prepared, encoding)
+    out = await run_admitted(request, prepared.cost, answer, prepared, encoding)
     return Response(out, media_type="application/json")
 
 

@@ -42,7 +42,7 @@ from glassllm.training import (
     decode_weights,
 )
 from service import schemas
-from service.admission import client_key
+from service.admission import run_admitted
 from service.errors import ApiError
 from service.limits import read_json
 from service.train_settings import TrainSettings
@@ -306,9 +306,7 @@ async def model_attention(request: Request) -> Response:
     req: AttentionRequest = _validate(AttentionRequest, body)
     model, ids, cost = await run_in_threadpool(
         _attention_model, req, limits, request.app.state.settings.max_result_elements)
-    async with request.app.state.admission.slot(cost=cost, client=client_key(request),
-                                                request=request):
-        out = await run_in_threadpool(_attention, model, ids)
+    out = await run_admitted(request, cost, _attention, model, ids)
     return Response(out, media_type="application/json")
 
 
