@@ -131,6 +131,26 @@ def named_bodies(doc: dict) -> None:
                     media["schema"] = ref(name)
 
 
+def shared_enums(schemas: dict[str, dict]) -> None:
+    """A property enum that several bodies repeat (``encoding``: json | base64) becomes one
+    component named after the property, so a client has one enum class, not one per body."""
+    seen: dict[tuple[str, tuple], list[dict]] = {}
+    for schema in schemas.values():
+        for prop, sub in schema.get("properties", {}).items():
+            if isinstance(sub, dict) and "enum" in sub and all(isinstance(v, str)
+                                                                for v in sub["enum"]):
+                seen.setdefault((prop, tuple(sub["enum"])), []).append(sub)
+    for (prop, values), subs in seen.items():
+        name = _pascal(prop)
+        if len(subs) < 2 or name in schemas:
+            continue
+        schemas[name] = {"type": "string", "enum": list(values)}
+        for sub in subs:
+            del sub["enum"]
+            sub.pop("type", None)
+            sub["$ref"] = REF + name
+
+
 def for_generators(doc: dict) -> dict:
     """The document FastAPI wrote, in the form client generators read (module docstring)."""
     doc = copy.deepcopy(doc)
@@ -139,4 +159,5 @@ def for_generators(doc: dict) -> dict:
         schemas["NonFinite"] = nonfinite_schema()
     bounded_lists(schemas)
     named_bodies(doc)
+    shared_enums(schemas)
     return doc

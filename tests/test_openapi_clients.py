@@ -103,7 +103,7 @@ from glassllm_gradient_sandbox_client.api.ops import run_softmax
 from glassllm_gradient_sandbox_client.api.expressions import eval_expression
 from glassllm_gradient_sandbox_client.models import (
     RunSoftmaxRequest, RunSoftmaxRequestInputs, EvalRequest, EvalRequestVariables, NonFinite,
-    ErrorBody, OpResult, EvalResult, Base64Array, Base64ArrayDtype, RunSoftmaxRequestEncoding)
+    ErrorBody, OpResult, EvalResult, Base64Array, Base64ArrayDtype, Encoding)
 
 client = Client(base_url=sys.argv[2], raise_on_unexpected_status=True)
 out = {}
@@ -117,7 +117,7 @@ raw = base64.b64encode(struct.pack("<3d", 1.0, float("nan"), 0.0)).decode()
 body = RunSoftmaxRequest(
     inputs=RunSoftmaxRequestInputs(a=Base64Array(dtype=Base64ArrayDtype.FLOAT64, shape=[3],
                                                  base64=raw)),
-    encoding=RunSoftmaxRequestEncoding.BASE64)
+    encoding=Encoding.BASE64)
 r = run_softmax.sync_detailed(client=client, body=body)
 assert isinstance(r.parsed, OpResult), r
 value = r.parsed.value
@@ -150,7 +150,7 @@ def test_the_generated_python_client_round_trips_values_nan_and_errors(python_cl
     assert result.returncode == 0, result.stdout + result.stderr
     out = json.loads(result.stdout)
     # softmax([1, NaN, 0]): NaN spreads to every position (L1.2); sent as the enum's "NaN"
-    assert out["softmax"]["sent"] == {"inputs": {"a": [1.0, "NaN", 0.0]}, "encoding": "json"}
+    assert out["softmax"]["sent"] == {"inputs": {"a": [1.0, "NaN", 0.0]}}
     assert out["softmax"]["status"] == 200
     assert out["softmax"]["value"] == ["NaN", "NaN", "NaN"]
     assert out["softmax"]["grads"] == {"a": ["NaN", "NaN", "NaN"]}
