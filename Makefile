@@ -56,8 +56,15 @@ $(CHROMIUM):
 	$(SUDO) apt-get update
 	$(SUDO) env DEBIAN_FRONTEND=noninteractive apt-get install -y chromium
 
+# openapi-python-client (a venv of its own) and openapi-typescript (npm), pinned in
+# tools/client_generators.py, under .tools/ (ignored); the OpenAPI client tests run them
+# offline (issue 16, docs/openapi-clients.md). Without npm the TypeScript test skips.
+.tools/.stamp-generators: tools/client_generators.py | $(VPY)
+	$(VPY) tools/client_generators.py install
+	touch $@
+
 # The reference examples run first; pytest's summary stays the last line CI reads.
-test: $(VENV)/.stamp-test | $(CHROMIUM)
+test: $(VENV)/.stamp-test .tools/.stamp-generators | $(CHROMIUM)
 	@if [ -f ../shared/checks/reference_examples.py ]; then \
 		$(VPY) ../shared/checks/reference_examples.py; fi
 	$(VPY) -m pytest -q
@@ -85,7 +92,7 @@ mutation: $(VENV)/.stamp-mutation
 	$(VPY) tools/mutation.py $(MUTATION_ARGS)
 
 clean:
-	rm -rf build dist *.egg-info .pytest_cache .ruff_cache test-artifacts mutants
+	rm -rf build dist *.egg-info .pytest_cache .ruff_cache test-artifacts mutants .tools
 
 # --- the course image (issue 13; docs/deploy.md) ---------------------------------------
 #   make docker       build glassllm:latest (official slim base if pullable, else a local

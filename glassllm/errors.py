@@ -16,7 +16,8 @@ The library knows no HTTP: the service maps each kind to one status, once
 
 from __future__ import annotations
 
-__all__ = ["ComputeError", "InputError", "LimitError", "ShapeError", "WireError"]
+__all__ = ["ComputeError", "InputError", "LimitError", "ShapeError", "WireError",
+           "op_message"]
 
 
 class InputError(ValueError):
@@ -65,3 +66,10 @@ class ComputeError(InputError):
     """NumPy refused the computation of an op (a broadcast, axis or index error, L0.4)."""
 
     code = "numpy_error"
+
+
+def op_message(op: str, message: str) -> str:
+    """``"{op}: {message}"``, without repeating the op when the message already names it
+    (``cross_entropy: targets must …``, never ``cross_entropy: cross_entropy: …``): a
+    shape rule names its op itself, and both the op route and the expression prefix it."""
+    return message if message.startswith((f"{op}:", f"{op}(")) else f"{op}: {message}"

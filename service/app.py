@@ -11,6 +11,7 @@ from service import admission, errors, metrics, schemas
 from service.allow import AllowEveryMethod
 from service.auth import BearerToken
 from service.observability import Observability
+from service.openapi import for_generators
 from service.routes import allow_head, batch, check, contract, dist, health, ops, pages
 from service.routes import eval as eval_routes
 from service.routes import train as train_routes
@@ -34,8 +35,10 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     # workers × compute slots × BLAS threads ≤ CPUs: one BLAS thread per slot by default
     from threadpoolctl import threadpool_limits
     threadpool_limits(limits=settings.blas_threads)
+    # operationId = the route function's name: the generated clients' method names (issue 16)
     app = FastAPI(title="glassllm gradient sandbox", version="0.1.0", description=DESCRIPTION,
-                  docs_url=None, redoc_url=None)
+                  docs_url=None, redoc_url=None,
+                  generate_unique_id_function=lambda route: route.name)
     app.state.settings = settings
     if settings.metrics:
         metrics.install(app)
@@ -73,7 +76,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
             schema.setdefault("components", {}).setdefault("schemas", {}).update(
                 schemas.COMPONENTS)
             schema["info"]["x-ops"] = len(OPS)
-            app.openapi_schema = schema
+            app.openapi_schema = for_generators(schema)     # issue 16: clients generate
         return app.openapi_schema
 
     app.openapi = openapi

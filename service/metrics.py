@@ -104,12 +104,22 @@ def exposition() -> tuple[bytes, str]:
 
 
 def install(app: Any) -> None:
-    """``GET /metrics`` (HEAD too), out of the OpenAPI schema."""
+    """``GET /metrics`` (HEAD too), in the OpenAPI document as ``text/plain`` (issue 16: a
+    generated client has every endpoint)."""
+    from fastapi import APIRouter
+    from starlette.responses import PlainTextResponse
+
+    from service.routes import allow_head
     enable()
 
-    async def metrics_endpoint(request: Request) -> Response:
+    async def metrics(request: Request) -> Response:
         body, ctype = exposition()
         return Response(body, media_type=ctype.split(";")[0],
                         headers={"Content-Type": ctype})
 
-    app.add_route("/metrics", metrics_endpoint, methods=["GET", "HEAD"], include_in_schema=False)
+    router = APIRouter(tags=["health"])
+    router.add_api_route(
+        "/metrics", metrics, methods=["GET"], response_class=PlainTextResponse,
+        summary="Prometheus metrics, in the text exposition format (off: GLASSLLM_METRICS=0)",
+        responses={200: {"content": {"text/plain": {"schema": {"type": "string"}}}}})
+    app.include_router(allow_head(router))

@@ -589,6 +589,18 @@ def test_the_first_nonfinite_node_is_named_for_what_it_holds(page, url):
     assert table(page, "grad:x") == [math.inf, 0.25]
 
 
+def test_the_caret_sits_under_the_token_on_its_own_line(page, url):
+    """Positions are code points over the whole text (docs/http.md#positions): the page
+    shows the line holding the position, the caret under the token, a tab kept a tab."""
+    needs_eval(url)
+    click_and_wait(page, "button.example >> nth=0")
+    page.fill("#expr-text", "embedding(weight,\n\tids).sum() + zz")
+    click_and_wait(page, "#run")
+    msg = page.inner_text("#msg-expression")
+    assert "undefined name 'zz'" in msg
+    assert msg.endswith("\tids).sum() + zz\n\t" + " " * 13 + "^"), repr(msg)
+
+
 def test_expression_errors_point_at_the_token_and_the_variable(page, url):
     needs_eval(url)
     click_and_wait(page, "button.example >> nth=0")

@@ -2,7 +2,13 @@
 
 from __future__ import annotations
 
+import traceback
+from pathlib import Path
+
 from glassllm.errors import ComputeError, InputError, LimitError, ShapeError
+from glassllm.errors import op_message as op_message  # used by graph.py
+
+_GLASSLLM = str(Path(__file__).resolve().parent.parent)
 
 
 class ExprError(InputError):
@@ -42,6 +48,23 @@ class ExprShapeError(ExprError, ShapeError):
 
 
 class ExprComputeError(ExprError, ComputeError):
-    """NumPy refused an op of the expression (a broadcast, axis or index error)."""
+    """An op of the expression refused its values (a broadcast, axis or index error):
+    NumPy's own error (code ``numpy_error``) or glassllm's check of the same rule made
+    before NumPy runs (code ``invalid_value``); points at the argument when one is to
+    blame."""
 
     code = "numpy_error"
+
+
+def raised_by_glassllm(exc: BaseException) -> bool:
+    """True when one of glassllm's own checks raised `exc` (a ``raise`` statement in the
+    glassllm package: `glassllm.shapes.index_shape`'s bounds, an id check), False when
+    NumPy did (its Python code, or a C function called from glassllm's code). Only
+    NumPy's refusals are labelled as NumPy's (``numpy_error``)."""
+    frames = traceback.extract_tb(exc.__traceback__)
+    if not frames:
+        return False
+    last = frames[-1]
+    return (str(Path(last.filename).resolve()).startswith(_GLASSLLM)
+            and (last.line or "").lstrip().startswith("raise"))
+

@@ -12,7 +12,15 @@ import numpy as np
 from glassllm import autograd, registry
 from glassllm.errors import LimitError, WireError
 from glassllm.expr.errors import ExprComputeError, ExprError, ExprLimitError
-from glassllm.expr.graph import NODE_COST, Builder, IndexArg, LiteralArg, Node, NodeArg
+from glassllm.expr.graph import (
+    NODE_COST,
+    Builder,
+    IndexArg,
+    LiteralArg,
+    Node,
+    NodeArg,
+    compute_refusal,
+)
 from glassllm.expr.parse import CONSTANT_NAMES, DEFAULT_LIMITS, parse
 from glassllm.float_warnings import FloatWarnings
 from glassllm.gradcheck import gradcheck
@@ -54,9 +62,7 @@ def _forward(nodes: list[Node], leaves: dict[int, Tensor], fw: FloatWarnings | N
             try:
                 out = op.fn(*call)
             except NUMPY_ERRORS as exc:
-                raise ExprComputeError(f"`{n.text[:60]}`: {n.op}: {type(exc).__name__}: {exc}",
-                                       span=n.span,
-                                       position=n.span[0], op=n.op) from None
+                raise compute_refusal(op, n.text, n.span, exc) from None
             v = out if isinstance(out, Tensor) else Tensor(out)   # ndarray ops: constants (L0.2)
             if retain and v.requires_grad:
                 v.retain_grad()

@@ -5,6 +5,7 @@ before any compute (H5)."""
 from __future__ import annotations
 
 import ast
+import difflib
 import math
 from dataclasses import dataclass, field
 from typing import Any
@@ -13,8 +14,15 @@ import numpy as np
 
 from glassllm import registry
 from glassllm.errors import InputError, LimitError, ShapeError, WireError
-from glassllm.expr.errors import ExprComputeError, ExprError, ExprLimitError, ExprShapeError
-from glassllm.expr.parse import BINOPS, CONSTANT_NAMES, METHODS, Parsed
+from glassllm.expr.errors import (
+    ExprComputeError,
+    ExprError,
+    ExprLimitError,
+    ExprShapeError,
+    op_message,
+    raised_by_glassllm,
+)
+from glassllm.expr.parse import BINOPS, CONSTANT_NAMES, METHODS, Parsed, not_an_op
 from glassllm.limits import Limits
 from glassllm.registry import NO_GRADIENT_RULE, NUMPY_ERRORS, Op
 from glassllm.wire import coerce
@@ -99,6 +107,16 @@ class Builder:
     def error(self, message: str, node: ast.AST, **kw: Any) -> ExprError:
         return ExprError(message, position=self.p.pos(node), span=self.p.span(node), **kw)
 
+    def unknown_name(self, node: ast.Name) -> ExprError:
+        """A name that is neither a variable, ``inf`` / ``nan``, nor (uncalled) an op: the
+        same message in every slot (tensor, literal, index), with the close matches."""
+        if registry.get(node.id) is not None:
+            return self.error(f"'{node.id}' is an op; call it: {node.id}(...)", node)
+        close = difflib.get_close_matches(node.id, list(self.variables), n=3, cutoff=0.6)
+        hint = f"; did you mean {' or '.join(repr(c) for c in close)}?" if close else ""
+        return self.error(f"undefined name '{node.id[:40]}'; the variables are: "
+                          + (", ".join(sorted(self.variables)) or "none") + hint, node)
+
     def add(self, node: Node) -> int:
         if len(self.nodes) >= self.limits.max_nodes:
             raise ExprError(f"the expression makes more than {self.limits.max_nodes} nodes",
@@ -157,10 +175,7 @@ class Builder:
                 return self.variable(node.id, "tensor", node, "a tensor")
             if node.id in CONSTANT_NAMES:
                 return self.constant(CONSTANT_NAMES[node.id], node)
-            if registry.get(node.id) is not None:
-                raise self.error(f"'{node.id}' is an op; call it: {node.id}(...)", node)
-            raise self.error(f"undefined name '{node.id[:40]}'; the variables are: "
-                             + (", ".join(sorted(self.variables)) or "none"), node)
+            raise self.unknown_name(node)
         if isinstance(node, ast.Constant) and isinstance(node.value, int | float) \
                 and not isinstance(node.value, bool):
             return self.constant(self._float(node.value, node), node)
@@ -180,8 +195,7 @@ class Builder:
             if isinstance(node.func, ast.Name):
                 op = registry.get(node.func.id)
                 if op is None:
-                    raise self.error(f"'{node.func.id[:40]}' is not an op of the registry"
-                                     " (GET /api/v1/ops lists them)", node.func)
+                    raise self.error(not_an_op(node.func.id), node.func)
                 return self.apply(op, node, node.args, node.keywords)
             op = registry.OPS[METHODS[node.func.attr]]
             args: list[ast.AST] = list(node.args)
@@ -229,6 +243,8 @@ class Builder:
             return node.value
         if isinstance(node, ast.Tuple | ast.List):
             return [self.literal(e, what) for e in node.elts]
+        if isinstance(node, ast.Name) and node.id not in self.variables:
+            raise self.unknown_name(node)
         raise self.error(f"{what} must be a literal (a number, True / False / None, or a tuple"
                          f" of integers); got {_what(node)}", node)
 
@@ -350,14 +366,15 @@ class Builder:
             arg = bound.get(exc.input.split(",")[0])
             where = self.p.span(arg) if arg is not None else span
             name = arg.id if isinstance(arg, ast.Name) and arg.id in self.variables else None
-            raise ExprShapeError(f"`{text[:60]}`: {op.name}: {exc}", span=where,
+            raise ExprShapeError(f"`{text[:60]}`: {op_message(op.name, str(exc))}", span=where,
                                  position=where[0], op=op.name,
                                  input=f"variables.{name}" if name else "expression") from None
         except InputError as exc:                  # a wrong value (a count below 1): 422
-            raise ExprError(f"{op.name}: {exc}", span=span, position=span[0], op=op.name) from None
+            where = self.p.span(bound[exc.input]) if exc.input in bound else span
+            raise ExprError(op_message(op.name, str(exc)), span=where, position=where[0],
+                            op=op.name) from None
         except (*NUMPY_ERRORS, MemoryError) as exc:
-            raise ExprComputeError(f"`{text[:60]}`: {op.name}: {type(exc).__name__}: {exc}",
-                                   span=span, position=span[0], op=op.name) from None
+            raise compute_refusal(op, text, span, exc, self.blame(op, bound, exc)) from None
         self.madds += plan.madds
         self.intermediates += sum(n for _, n in plan.sizes)
         # the forward's share: a plan counts each product 3× (forward + the backward's two,
@@ -372,6 +389,38 @@ class Builder:
             if isinstance(arg, NodeArg) and spec.kind == "tensor")
         return self.add(Node(0, op.name, span, text, tuple(plan.shape), rg, args=values,
                              summed=dict(plan.summed)))
+
+
+    def blame(self, op: Op, bound: dict[str, ast.AST], exc: BaseException
+              ) -> tuple[int, int] | None:
+        """The span of the argument an index or axis error is about: the op's `axis` for
+        an AxisError, its index / ids / targets for an IndexError; None: the whole call."""
+        if isinstance(exc, np.exceptions.AxisError):
+            args = [bound[n] for n in ("axis", "axes") if n in bound]
+        elif isinstance(exc, IndexError):
+            args = [bound[i.name] for i in op.inputs
+                    if i.kind in ("index", "int_array", "bool_mask") and i.name in bound]
+        else:
+            return None
+        return self.p.span(args[0]) if len(args) == 1 else None
+
+
+def compute_refusal(op: Op, text: str, span: tuple[int, int], exc: BaseException,
+                    where: tuple[int, int] | None = None) -> ExprError:
+    """An op's refusal of its values (an `ExprComputeError`, 400), pointing at `where`
+    (the argument: an id, target, index or axis) or else at the whole call.
+
+    Only NumPy's own errors are labelled as NumPy's: code ``numpy_error`` and NumPy's
+    exception name (``AxisError: …``). glassllm's own checks of the same rules, made
+    before NumPy runs (a shape rule, an id or target out of range), keep their message
+    without a NumPy label, code ``invalid_value``."""
+    where = where or span
+    if isinstance(exc, MemoryError) or not raised_by_glassllm(exc):
+        numpy_says = f"{type(exc).__name__}: {exc}"
+        return ExprComputeError(f"`{text[:60]}`: {op_message(op.name, numpy_says)}",
+                                span=where, position=where[0], op=op.name)
+    return ExprComputeError(f"`{text[:60]}`: {op_message(op.name, str(exc))}",
+                            code="invalid_value", span=where, position=where[0], op=op.name)
 
 
 def _first_leaf(raw: Any) -> Any:
@@ -390,5 +439,7 @@ def _pos_of(nodes: list[ast.AST]) -> dict:
 def _what(node: ast.AST) -> str:
     if isinstance(node, ast.Constant):
         return f"the literal {node.value!r}"[:60]
+    if isinstance(node, ast.Name):
+        return f"the variable '{node.id[:40]}'"
     return {ast.Tuple: "a tuple", ast.List: "a list", ast.Slice: "a slice"}.get(
         type(node), type(node).__name__)

@@ -5,7 +5,9 @@ Nothing is compiled or run."""
 from __future__ import annotations
 
 import ast
+import difflib
 import math
+import re
 from dataclasses import dataclass
 from typing import Any
 
@@ -30,17 +32,59 @@ PRINTABLE = frozenset(range(0x20, 0x7F)) | {0x09, 0x0A, 0x0D}
 # parsing: source checks, then ast.parse, then a whitelist walk
 # --------------------------------------------------------------------------------------
 
+# Python's tokenizer ends a line at \r\n, \r or \n (and nothing else: not \f, \v, U+2028).
+LINE_END = re.compile(r"\r\n|\r|\n")
+
+
+class SourcePositions:
+    """Python's source positions → offsets in the expression string (code points).
+
+    ``ast`` gives a node's place as a 1-based line number and a column counted in UTF-8
+    *bytes* from the start of that line; a `SyntaxError` gives a 1-based column counted
+    in *code points*. The API reports positions as Python ``str`` indices (Unicode code
+    points, docs/http.md), so both are mapped here, with lines split exactly where the
+    tokenizer splits them (`LINE_END`); a tab is one character, as in the tokenizer.
+
+    Example:
+        >>> sp = SourcePositions("(é\r+ y)")
+        >>> sp.offset(2, 2), sp.char_offset(1, 2)     # y: line 2, byte column 2; é
+        (5, 1)
+    """
+
+    def __init__(self, source: str):
+        self.source = source
+        self.starts = [0] + [m.end() for m in LINE_END.finditer(source)]
+
+    def _line(self, lineno: int) -> tuple[int, str]:
+        i = min(max(lineno, 1), len(self.starts)) - 1
+        end = self.starts[i + 1] if i + 1 < len(self.starts) else len(self.source)
+        return self.starts[i], self.source[self.starts[i]:end]
+
+    def offset(self, lineno: int, col_offset: int) -> int:
+        """The code point offset of (line, UTF-8 byte column), as ``ast`` nodes give them."""
+        start, line = self._line(lineno)
+        if line.isascii():
+            return start + min(max(col_offset, 0), len(line))
+        prefix = line.encode("utf-8")[:max(col_offset, 0)]
+        return start + len(prefix.decode("utf-8", errors="ignore"))
+
+    def char_offset(self, lineno: int, column: int) -> int:
+        """The offset of (line, 0-based code point column), as a `SyntaxError` gives them."""
+        start, line = self._line(lineno)
+        return start + min(max(column, 0), len(line))
+
+
 @dataclass
 class Parsed:
     tree: ast.Expression
     source: str
-    line_starts: list[int]
+    positions: SourcePositions
 
     def pos(self, node: ast.AST) -> int:
-        return self.line_starts[node.lineno - 1] + node.col_offset
+        return self.positions.offset(node.lineno, node.col_offset)
 
     def span(self, node: ast.AST) -> tuple[int, int]:
-        return self.pos(node), self.line_starts[node.end_lineno - 1] + node.end_col_offset
+        return self.pos(node), self.positions.offset(node.end_lineno, node.end_col_offset)
 
     def text(self, node: ast.AST) -> str:
         start, end = self.span(node)
@@ -79,7 +123,7 @@ def parse(expression: Any, limits: Limits = DEFAULT_LIMITS) -> Parsed:
                     _syntax_error_position(expression, exc)) from None
     except (RecursionError, MemoryError, ValueError):
         raise _fail("the expression is nested too deeply to parse", code="too_deep") from None
-    parsed = Parsed(tree, expression, _line_starts(expression))
+    parsed = Parsed(tree, expression, SourcePositions(expression))
     _whitelist(parsed, limits)
     return parsed
 
@@ -91,17 +135,7 @@ def _syntax_error_position(source: str, exc: SyntaxError) -> int:
     """
     if not exc.offset or not exc.lineno:
         return len(source.rstrip())
-    starts = _line_starts(source)
-    pos = starts[min(exc.lineno - 1, len(starts) - 1)] + exc.offset - 1
-    return min(max(pos, 0), len(source))
-
-
-def _line_starts(source: str) -> list[int]:
-    starts = [0]
-    for i, ch in enumerate(source):
-        if ch == "\n":
-            starts.append(i + 1)
-    return starts
+    return SourcePositions(source).char_offset(exc.lineno, exc.offset - 1)
 
 
 def _whitelist(p: Parsed, limits: Limits) -> None:
@@ -133,8 +167,7 @@ def _whitelist(p: Parsed, limits: Limits) -> None:
             if isinstance(node.func, ast.Attribute):
                 methods.add(id(node.func))
             elif isinstance(node.func, ast.Name) and registry.get(node.func.id) is None:
-                offences.append((p.pos(node.func), f"'{node.func.id[:40]}' is not an op of the"
-                                                   " registry (GET /api/v1/ops lists them)"))
+                offences.append((p.pos(node.func), not_an_op(node.func.id)))
             elif not isinstance(node.func, ast.Name):
                 offences.append((p.pos(node.func), "only registry ops and the methods .sum()"
                                  " .mean() .max() .reshape() .transpose() can be called"))
@@ -159,6 +192,14 @@ def _whitelist(p: Parsed, limits: Limits) -> None:
     if offences:
         pos, message = min(offences)
         raise _fail(message, pos)
+
+
+def not_an_op(name: str) -> str:
+    """The refusal of a call of an unknown op, with the close op names (as the 404 of
+    ``GET /api/v1/ops/{name}``)."""
+    close = difflib.get_close_matches(name, list(registry.OPS), n=5, cutoff=0.5)
+    hint = f"; did you mean {', '.join(close)}?" if close else ""
+    return f"'{name[:40]}' is not an op of the registry (GET /api/v1/ops lists them){hint}"
 
 
 def _offence_pos(p: Parsed, node: ast.AST) -> int:

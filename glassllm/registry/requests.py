@@ -20,7 +20,14 @@ from typing import Any
 
 import numpy as np
 
-from glassllm.errors import ComputeError, InputError, LimitError, ShapeError, WireError
+from glassllm.errors import (
+    ComputeError,
+    InputError,
+    LimitError,
+    ShapeError,
+    WireError,
+    op_message,
+)
 from glassllm.limits import Limits
 from glassllm.registry.entry import NO_GRADIENT_RULE, Op, Plan
 from glassllm.tensor import Tensor, no_grad
@@ -150,7 +157,7 @@ def prepare_args(op: Op, args: dict[str, Any], requires_grad: Sequence[str] | No
     try:
         plan = op.plan(args)
     except ShapeError as exc:
-        raise ShapeError(exc.input, f"{op.name}: {exc}") from None
+        raise ShapeError(exc.input, op_message(op.name, str(exc))) from None
     except (InputError, MemoryError):
         raise
     except NUMPY_ERRORS as exc:

@@ -100,10 +100,10 @@ def evaluate_body(body: Any, maybe_bools: bool, settings: Settings) -> dict:
     return run_body(prepare_body(body, maybe_bools, settings, messages), messages)
 
 
-@router.post("/eval", response_model=EvalResult, responses=ERRORS,
+@router.post("/eval", response_model=EvalResult, responses=ERRORS, operation_id="eval_expression",
              summary="Evaluate an expression of registry ops: every node's value and gradient",
              openapi_extra={"requestBody": {"required": True, "content": {"application/json": {
-                 "schema": {"type": "object", "required": ["expression"],
+                 "schema": {"title": "EvalRequest", "type": "object", "required": ["expression"],
                             "additionalProperties": False, "properties": {
                                 "expression": {"type": "string"},
                                 "variables": {"type": "object", "additionalProperties": {

@@ -151,7 +151,9 @@ TRAIN_BODY = {"requestBody": {"required": True, "content": {"application/json": 
 
 
 @router.post("/train", summary="Train a tiny LM; the response is the run's event stream",
-             responses={200: {"content": {"text/event-stream": {}}}, **ERRORS},
+             responses={200: {"content": {"text/event-stream": {"schema": {
+                 "type": "string", "description": "server-sent events (docs/training.md)"}}}},
+                 **ERRORS}, operation_id="start_training",
              openapi_extra=TRAIN_BODY)
 async def start_training(request: Request) -> Response:
     """Starts a run in a niced child process and streams its events (SSE).
@@ -227,6 +229,19 @@ async def _stream(run_id: str, kwargs: dict[str, Any], limits: TrainSettings,
         log.info("training run %s ended", run_id)
 
 
+class AttentionResult(BaseModel):
+    """``POST /api/v1/model/attention``: per layer and head, P and ∂loss/∂P (L, H, n, n)."""
+
+    tokens: list[str] = Field(description="the prompt's n bytes as labels (\\xNN when not"
+                                          " printable ASCII)")
+    ids: list[int] = Field(description="the prompt's n byte ids")
+    loss: float | None = Field(description="mean next-token cross-entropy of the prompt;"
+                                           " null when not finite")
+    shape: list[int] = Field(description="[L, H, n, n]")
+    probs: list[list[list[list[float]]]] = Field(description="attention probabilities")
+    grads: list[list[list[list[float]]]] = Field(description="∂loss/∂probs")
+
+
 def _token_label(byte: int) -> str:
     """A byte as a label: printable ASCII as itself, anything else as \\xNN."""
     return chr(byte) if 32 <= byte < 127 else f"\\x{byte:02x}"
@@ -277,7 +292,8 @@ ATTENTION_BODY = {"requestBody": {"required": True, "content": {"application/jso
 
 
 @router.post("/model/attention", summary="Attention probabilities and their gradients",
-             responses=ERRORS, openapi_extra=ATTENTION_BODY)
+             responses=ERRORS, openapi_extra=ATTENTION_BODY, response_model=AttentionResult,
+             operation_id="model_attention")
 async def model_attention(request: Request) -> Response:
     """Per layer and head: P (L, H, n, n), ∂loss/∂P (L, H, n, n), and the n tokens.
 

@@ -57,9 +57,21 @@ export function showError(err, status) {
   (fields[0]?.querySelector("[data-control]") ?? (aboutExpression ? $("#expr-text") : null))?.scrollIntoView?.({ block: "nearest" });
 }
 
+/**
+ * The line of the expression that holds `position`, with a caret under it. The API counts
+ * positions in code points (docs/http.md#positions) and JavaScript strings in UTF-16
+ * units, so the text is split into code points first; lines end where Python's tokenizer
+ * ends them (\r\n, \r, \n), and a tab stays a tab under the caret so the two align.
+ */
 function caretLine(position) {
-  const src = $("#expr-text").value;
-  return `\n${src}\n${" ".repeat(Math.max(0, Math.min(position, src.length)))}^`;
+  const chars = Array.from($("#expr-text").value);
+  const at = Math.max(0, Math.min(position, chars.length));
+  let start = at;
+  while (start > 0 && chars[start - 1] !== "\n" && chars[start - 1] !== "\r") start -= 1;
+  let end = at;
+  while (end < chars.length && chars[end] !== "\n" && chars[end] !== "\r") end += 1;
+  const pad = chars.slice(start, at).map((c) => (c === "\t" ? "\t" : " ")).join("");
+  return `\n${chars.slice(start, end).join("")}\n${pad}^`;
 }
 
 const WARNING_WORDS = [
