@@ -118,6 +118,9 @@ class OpInfo(BaseModel):
     role: str = Field(description="'probability' (every element in [0, 1]) or 'value'")
     inputs: list[InputInfo]
     examples: list[ExampleInfo]
+    vjp: dict[str, str] = Field(
+        description="the backward rule per differentiable input (g: incoming gradient, out:"
+                    " result; glassllm.registry.vjp)")
 
 
 class OpList(BaseModel):

@@ -111,6 +111,8 @@ class Op:
     examples: tuple[Example, ...] = ()
     module: str = "glassllm.autograd"
     role: str = "value"                      # what the output is: "value" or "loss"
+    vjp: dict[str, str] = field(default_factory=dict)
+    """The backward rule per differentiable input, in the notation of glassllm.registry.vjp."""
 
     @property
     def differentiable(self) -> tuple[str, ...]:
@@ -130,6 +132,6 @@ class Op:
         role = "probability" if self.name in PROBABILITY_OUTPUTS else "value"
         return {"name": self.name, "summary": self.summary, "clause": self.clause,
                 "module": self.module, "output": self.output, "role": role,
-                "outputs": self.outputs(),
+                "outputs": self.outputs(), "vjp": dict(self.vjp),
                 "inputs": [i.describe() for i in self.inputs],
                 "examples": [e.describe() for e in self.examples]}
