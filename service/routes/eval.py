@@ -19,6 +19,7 @@ from starlette.responses import Response
 
 from glassllm import float_warnings
 from glassllm.examples import EXAMPLES
+from glassllm.lessons import LESSONS
 from glassllm.expr import evaluate
 from service import schemas
 from service.codec import dumps
@@ -30,6 +31,7 @@ router = APIRouter(prefix="/api/v1", tags=["expressions"])
 ERRORS = {s: {"model": schemas.ErrorBody} for s in (400, 413, 415, 422, 503)}
 FIELDS = ("expression", "variables", "grad_output", "check")
 _EXAMPLES_JSON = orjson.dumps({"examples": EXAMPLES})
+_LESSONS_JSON = orjson.dumps({"lessons": LESSONS})
 
 
 class EvalResult(schemas.Computed):
@@ -103,3 +105,13 @@ async def eval_expression(request: Request) -> Response:
             summary="Every example of SPEC Part L as a ready /api/v1/eval request")
 def list_examples() -> Response:
     return Response(_EXAMPLES_JSON, media_type="application/json")
+
+
+class LessonList(BaseModel):
+    lessons: list[dict[str, Any]]
+
+
+@router.get("/lessons", response_model=LessonList,
+            summary="Lessons: prepared /api/v1/eval requests with what to notice (issue 14)")
+def list_lessons() -> Response:
+    return Response(_LESSONS_JSON, media_type="application/json")
