@@ -38,22 +38,39 @@ export function showError(err, status) {
     const msg = $("#msg-grad-output");
     msg.replaceChildren(...withClauseLinks(text));
     msg.className = "msg error";
-    $("#grad-output").closest("details").open = true;
     setStatus(`${words} (HTTP ${status}) — see the message beside grad_output.`);
     return;
   }
   const fields = fieldsNamed(names);
   fields.forEach((f) => setMessage(f, text));
   const aboutExpression = state.mode === "expr" && (names.includes("expression") || err.position != null || !fields.length);
-  if (aboutExpression) exprMessage(text + (err.position != null ? caretLine(err.position) : ""));
+  if (aboutExpression) {
+    exprMessage(text);
+    if (err.position != null) $("#msg-expression").append(caretBlock($("#expr-text").value, err.position));
+  }
   if (!fields.length && !aboutExpression) $("#messages").append(elLinked("p", { class: "msg error" }, text));
   setStatus(`${words} (HTTP ${status})` + (fields.length ? ` — see the message beside ${names.join(", ")}.` : "."));
   (fields[0]?.querySelector("[data-control]") ?? (aboutExpression ? $("#expr-text") : null))?.scrollIntoView?.({ block: "nearest" });
 }
 
-function caretLine(position) {
-  const src = $("#expr-text").value;
-  return `\n${src}\n${" ".repeat(Math.max(0, Math.min(position, src.length)))}^`;
+/** The line of `src` holding code point `position` (the API counts Unicode code points;
+ *  JS strings index UTF-16 units), in monospace, with a caret under that character. The
+ *  caret's line repeats the tabs before it, so a tab moves both lines alike. */
+export function caretBlock(src, position) {
+  const points = Array.from(src);
+  const at = Math.max(0, Math.min(position, points.length));
+  const index = points.slice(0, at).join("").length;          // code points -> UTF-16 index
+  const start = src.lastIndexOf("\n", index - 1) + 1;
+  const endAt = src.indexOf("\n", index);
+  const line = src.slice(start, endAt < 0 ? src.length : endAt);
+  const col = index - start;
+  const before = line.slice(0, col);
+  const ch = Array.from(line.slice(col))[0] ?? " ";
+  const pad = Array.from(before).map((c) => (c === "\t" ? "\t" : " ")).join("");
+  const lineNo = src.slice(0, start).split("\n").length;
+  return el("pre", { class: "caret-block", "aria-label": `line ${lineNo}, column ${Array.from(before).length + 1}` },
+    before, el("span", { class: "caret-char", text: ch }), line.slice(col + ch.length), "\n",
+    pad, el("span", { class: "caret", text: "^" }));
 }
 
 const WARNING_WORDS = [
@@ -97,7 +114,7 @@ function countNonfinite(values) {
  *  written, L3.5). */
 function nonfiniteWords(nf) {
   const node = state.nodes.find((n) => n.id === nf.node);
-  const where = `node #${nf.node}${node ? ` (${nodeLabel(node)})` : ""} in the ${nf.pass} pass`;
+  const where = `node #${nf.node}${node ? ` (${nodeLabel(node, state.nodes)})` : ""} in the ${nf.pass} pass`;
   const data = node && (nf.pass === "backward" ? node.grad : node.value);
   if (data == null) {
     return { kind: "warning", text: `NaN or ∞ first appeared at ${where}` + (nf.count != null ? ` (${nf.count} element(s))` : "") + "." };

@@ -1,0 +1,163 @@
+// What turns the playground into a place to learn (issue 14): the lessons (GET
+// /api/v1/lessons), a seed that explains itself, variables created from the expression,
+// and bringing a result into view on a narrow screen.
+
+import { getJSON } from "./api.js";
+import { el, withClauseLinks } from "./dom.js";
+import { addVariable, caseChanged, setMode, showVariables } from "./case.js";
+import { run } from "./run.js";
+import { hideCopy } from "./share.js";
+import { $, state } from "./state.js";
+import { flat, formatValue } from "./wire.js";
+
+// --------------------------------------------------------------------------------------
+// lessons
+// --------------------------------------------------------------------------------------
+
+export async function loadLessons() {
+  const list = $("#lessons");
+  let lessons = [];
+  try {
+    lessons = (await getJSON("/api/v1/lessons")).lessons;
+  } catch (err) {
+    list.replaceChildren(el("li", { class: "hint", text: `Lessons not loaded: ${err.message}` }));
+    return;
+  }
+  list.replaceChildren();
+  for (const lesson of lessons) {
+    const b = el("button", { type: "button", class: "example lesson" },
+      el("span", { class: "ex-title" }, lesson.title, el("code", { class: "ex-code", text: lesson.request.expression })));
+    b.dataset.lesson = lesson.id;
+    b.addEventListener("click", async () => {
+      loadCase(lesson.request);
+      showNotes(lesson);
+      await run();
+      bringResultIntoView();
+    });
+    list.append(el("li", { class: "example-item" }, b));
+  }
+}
+
+/** An /api/v1/eval request on screen (expression, variables, seed). */
+export function loadCase(request) {
+  state.example = null;
+  hideCopy();
+  $("#grad-output").value = request.grad_output == null ? "" : formatValue(request.grad_output);
+  setMode("expr");
+  $("#expr-text").value = request.expression;
+  showVariables(request.variables ?? {});
+  suggestVariables();
+}
+
+function showNotes(lesson) {
+  const box = $("#lesson-notes");
+  box.hidden = false;
+  box.replaceChildren(el("h3", { text: `What to notice: ${lesson.title}` }),
+    el("ol", {}, ...lesson.notes.map((n) => el("li", {}, ...withClauseLinks(n.text)))));
+}
+
+export function hideNotes() { $("#lesson-notes").hidden = true; }
+
+/** After a gallery or lesson click: scroll the result into view unless it is on screen
+ *  (on a 400 px phone it sits far below the button). */
+export function bringResultIntoView() {
+  const target = $("#results-title");
+  const r = target.getBoundingClientRect();
+  if (r.top < 0 || r.top > window.innerHeight * 0.6) target.scrollIntoView({ block: "start" });
+}
+
+// --------------------------------------------------------------------------------------
+// the seed
+// --------------------------------------------------------------------------------------
+
+/** A random seed shaped like the last output: uniform in [-1, 1], two decimals. */
+export async function randomSeed() {
+  if (state.lastShape == null) await run();                 // learn the output's shape
+  if (state.lastShape == null) return;
+  const make = (shape) => (shape.length ? Array.from({ length: shape[0] }, () => make(shape.slice(1)))
+    : Math.round((Math.random() * 2 - 1) * 100) / 100 || 0.5);
+  $("#grad-output").value = formatValue(make(state.lastShape));
+  caseChanged();
+  await run();
+}
+
+export async function onesSeed() {
+  $("#grad-output").value = "";
+  caseChanged();
+  await run();
+}
+
+const SHIFT_INVARIANT = {
+  softmax: "each softmax row sums to 1 whatever its inputs",
+  log_softmax: "adding a constant to a row leaves log_softmax unchanged",
+  rms_norm: "scaling x leaves its RMS-normalised row unchanged",
+};
+
+/** Say why every gradient is zero when the default seed (ones) is the reason. */
+export function explainSeed(data, req) {
+  const why = $("#seed-why");
+  why.replaceChildren();
+  const grads = Object.values(data.grads ?? {});
+  if (!grads.length || req.body.grad_output != null) return;
+  const allZero = grads.every((g) => flat(g).every((x) => x === 0 || (typeof x === "number" && Math.abs(x) < 1e-12)));
+  if (!allZero) return;
+  const last = data.nodes?.at(-1)?.op ?? state.op?.name;
+  const reason = SHIFT_INVARIANT[last] ?? "the output's sum does not change when the inputs move";
+  why.append(`Every gradient is 0 because the default seed (ones) asks for the gradient of the output's sum, and ${reason}: `,
+    el("button", { type: "button", class: "small", id: "seed-why-random", text: "try a random seed" }), ".");
+  $("#seed-why-random").addEventListener("click", randomSeed);
+}
+
+// --------------------------------------------------------------------------------------
+// variables from the expression
+// --------------------------------------------------------------------------------------
+
+const CONSTANTS = new Set(["inf", "nan", "True", "False", "None"]);
+
+/** Names the expression reads but no variable defines (not ops, methods or keywords). */
+export function undefinedNames(text) {
+  const ops = new Set(state.ops.map((op) => op.name));
+  const defined = new Set(state.vars.map((v) => v.nameInput.value.trim()));
+  const found = [];
+  for (const m of text.matchAll(/[A-Za-z_]\w*/g)) {
+    const name = m[0];
+    const before = text.slice(0, m.index).trimEnd();
+    const after = text.slice(m.index + name.length).trimStart();
+    if (before.endsWith(".")) continue;                              // a method, or .T
+    if (/\d/.test(text[m.index - 1] ?? "")) continue;                // the e of 1e5
+    if (after.startsWith("(") || (after.startsWith("=") && !after.startsWith("=="))) continue;   // a call, a keyword
+    if (ops.has(name) || CONSTANTS.has(name) || defined.has(name) || found.includes(name)) continue;
+    found.push(name);
+  }
+  return found;
+}
+
+/** Under the expression: for each undefined name, a shape prompt and a Create button. */
+export function suggestVariables() {
+  const box = $("#auto-vars");
+  box.replaceChildren();
+  const names = undefinedNames($("#expr-text").value);
+  if (!names.length) return;
+  box.append(el("p", { class: "hint", text: `Not defined yet: ${names.join(", ")}. Give each a shape and create it (filled with small random numbers).` }));
+  for (const name of names) {
+    const id = `auto-shape-${name}`;
+    const shape = el("input", { id, type: "text", class: "code auto-shape", value: "2, 2", spellcheck: "false", autocomplete: "off" });
+    const create = el("button", { type: "button", class: "small", text: `Create ${name}` });
+    create.dataset.create = name;
+    create.addEventListener("click", () => createVariable(name, shape.value));
+    box.append(el("div", { class: "auto-var" }, el("label", { for: id, text: `shape of ${name}` }), shape, create));
+  }
+}
+
+function createVariable(name, shapeText) {
+  const shape = shapeText.split(/[,\s()]+/).filter(Boolean).map(Number);
+  if (shape.some((n) => !Number.isInteger(n) || n < 1 || n > 64) || shape.length > 4) {
+    $("#auto-vars").prepend(el("p", { class: "msg error", text: `shape of ${name}: write up to 4 whole numbers from 1 to 64, e.g. 2, 3` }));
+    return;
+  }
+  const make = (s) => (s.length ? Array.from({ length: s[0] }, () => make(s.slice(1)))
+    : Math.round((Math.random() * 2 - 1) * 100) / 100);
+  addVariable(name, { value: make(shape) });
+  caseChanged();
+  suggestVariables();
+}
