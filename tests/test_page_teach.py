@@ -155,6 +155,7 @@ def test_a_16_by_32_heatmap_fits_its_panel_and_reads_on_hover(page):
     cell.hover()
     assert page.locator('figure[data-name="grad:m"] .heat-readout').inner_text().startswith("[0, 5] = ")
     shot(page, "heatmap-16x32")
+    page.locator("#output").screenshot(path=str(ARTIFACTS / "teach-heatmap-16x32-panel.png"))
     assert axe_serious(page, "#output") == []
 
 
@@ -181,16 +182,20 @@ def test_variables_are_created_from_the_expression(page):
     assert axe_serious(page, ".case") == []
 
 
-@pytest.mark.parametrize("expr", ["softmax(x) +\n\tx $ 2", "x + 'é' + lambda: 1"])
+# a tab before the offence on the second line; an astral character (one code point, two
+# UTF-16 units) before it on the first
+@pytest.mark.parametrize("expr", ["softmax(x) +\n\tx $ 2", "'😀é' + x $ 2"])
 def test_the_caret_sits_under_the_offending_character(page, expr):
     page.check("#mode-expr")
     page.fill("#expr-text", expr)
     run_after(page, lambda: page.click("#run"))
+    assert page.inner_text("#msg-expression .caret-char") == "$"
     char = page.locator("#msg-expression .caret-char").bounding_box()
     caret = page.locator("#msg-expression .caret").bounding_box()
     assert abs(char["x"] - caret["x"]) < 1.0, (char, caret)
     assert caret["y"] > char["y"]
     shot(page, "caret")
+    page.locator(".case").screenshot(path=str(ARTIFACTS / f"teach-caret-{len(expr)}.png"))
 
 
 def test_the_random_seed_explains_and_replaces_zero_gradients(page):
@@ -202,6 +207,7 @@ def test_the_random_seed_explains_and_replaces_zero_gradients(page):
     assert page.input_value("#grad-output").strip()
     assert page.inner_text("#seed-why") == ""
     shot(page, "seed")
+    page.locator(".case").screenshot(path=str(ARTIFACTS / "teach-seed-case.png"))
     assert axe_serious(page, ".seed") == []
 
 

@@ -11,7 +11,7 @@ import dagre from "../vendor/dagre/dagre.esm.js";
 import { flat, formatNumber } from "./wire.js";
 
 const NS = "http://www.w3.org/2000/svg";
-const W = 168, H = 62, PAD = 12;
+const W = 168, H = 78, PAD = 12;
 const FONT_MIN = 12;                          // the smallest label font in CSS px at zoom 1
 export const MIN_ZOOM = 11 / FONT_MIN;        // labels never below 11 px
 const MAX_ZOOM = 2.5;
@@ -120,13 +120,14 @@ export function drawGraph(svg, nodes, { onSelect }) {
     const t2 = svgEl("text", { x: W / 2, y: 35, class: "node-shape" });
     t2.textContent = `#${n.id} ${shapeLabel(n.shape)}`;
     const t3 = svgEl("text", { x: W / 2, y: 52, class: "node-vals" });
-    t3.textContent = n.requires_grad === false ? `v ${summary(n.value)}` : `v ${summary(n.value)} | g ${summary(n.grad)}`;
-    const title = svgEl("title");
-    title.textContent = `${n.text ?? label} ${shapeLabel(n.shape)}`;
-    g.append(title, t1, t2, t3);
-    // the accessible name starts with the visible text (WCAG 2.5.3), then says more
-    g.setAttribute("aria-label", `${t1.textContent} ${t2.textContent} ${t3.textContent}` +
-      (n.requires_grad === false ? ", a constant: no gradient" : ""));
+    t3.textContent = `data ${summary(n.value)}`;
+    const t4 = svgEl("text", { x: W / 2, y: 68, class: "node-vals" });
+    t4.textContent = n.requires_grad === false ? "no grad" : `grad ${summary(n.grad)}`;
+    const title = svgEl("title");            // the node's accessible name (SVG-AAM)
+    g.append(title, t1, t2, t3, t4);
+    // starts with the visible text (WCAG 2.5.3), then the source it came from
+    title.textContent = `${t1.textContent} ${t2.textContent} ${t3.textContent} ${t4.textContent}` +
+      (n.requires_grad === false ? ", a constant: no gradient" : "") + (n.text ? `; source ${n.text}` : "");
     g.addEventListener("click", () => onSelect(n.id));
     g.addEventListener("keydown", (e) => {
       if (e.key === "Enter" || e.key === " ") { e.preventDefault(); onSelect(n.id); }

@@ -113,12 +113,16 @@ export function explainSeed(data, req) {
 // --------------------------------------------------------------------------------------
 
 const CONSTANTS = new Set(["inf", "nan", "True", "False", "None"]);
+const KEYWORDS = new Set(["and", "as", "assert", "async", "await", "break", "class", "continue", "def",
+  "del", "elif", "else", "except", "finally", "for", "from", "global", "if", "import", "in", "is",
+  "lambda", "nonlocal", "not", "or", "pass", "raise", "return", "try", "while", "with", "yield"]);
 
 /** Names the expression reads but no variable defines (not ops, methods or keywords). */
 export function undefinedNames(text) {
   const ops = new Set(state.ops.map((op) => op.name));
   const defined = new Set(state.vars.map((v) => v.nameInput.value.trim()));
   const found = [];
+  text = text.replace(/(["'])(?:\\.|(?!\1).)*\1?/g, (q) => " ".repeat(q.length));   // no names in strings
   for (const m of text.matchAll(/[A-Za-z_]\w*/g)) {
     const name = m[0];
     const before = text.slice(0, m.index).trimEnd();
@@ -126,7 +130,7 @@ export function undefinedNames(text) {
     if (before.endsWith(".")) continue;                              // a method, or .T
     if (/\d/.test(text[m.index - 1] ?? "")) continue;                // the e of 1e5
     if (after.startsWith("(") || (after.startsWith("=") && !after.startsWith("=="))) continue;   // a call, a keyword
-    if (ops.has(name) || CONSTANTS.has(name) || defined.has(name) || found.includes(name)) continue;
+    if (ops.has(name) || CONSTANTS.has(name) || KEYWORDS.has(name) || defined.has(name) || found.includes(name)) continue;
     found.push(name);
   }
   return found;
