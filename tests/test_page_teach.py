@@ -224,3 +224,22 @@ def test_tapping_an_example_at_400px_scrolls_its_result_into_view(browser, url):
         assert errors == []
     finally:
         context.close()
+
+
+def test_a_composite_op_opens_into_its_primitive_ops(page):
+    run_after(page, lambda: page.click('button[data-lesson="classifier"]'))
+    page.click('#graph .node[data-id="4"]')           # cross_entropy(x @ w, t)
+    inner = page.locator(".expansion-graph .node")
+    assert inner.count() > 3
+    assert "log_softmax" in page.inner_text(".expansion-expr")
+    labels = page.evaluate("[...document.querySelectorAll('.expansion-graph .node-op')]"
+                           ".map(t => t.textContent)")
+    assert "log_softmax" in labels
+    last = inner.nth(inner.count() - 1)
+    last.click()
+    assert page.locator(".expansion-detail figure").count() >= 1
+    # the composition's output is the fused loss
+    value = page.locator(".expansion-detail .scalar-value").first.inner_text()
+    assert value == "0.9058"
+    shot(page, "expansion")
+    assert axe_serious(page, "#graph-panel") == []

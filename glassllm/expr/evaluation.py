@@ -11,6 +11,7 @@ import numpy as np
 from glassllm import autograd, registry
 from glassllm.errors import WireError
 from glassllm.expr.errors import ExprComputeError, ExprError, ExprLimitError
+from glassllm.expr.expand import COMPOSITIONS, composition
 from glassllm.expr.graph import NODE_COST, Builder, IndexArg, LiteralArg, Node, NodeArg
 from glassllm.expr.parse import CONSTANT_NAMES, DEFAULT_LIMITS, parse
 from glassllm.float_warnings import FloatWarnings
@@ -122,7 +123,7 @@ def _encode_float(x: float) -> Any:
 
 def evaluate(expression: str, variables: Any = None, grad_output: Any = None,
              check: bool = False, limits: Limits = DEFAULT_LIMITS, *,
-             maybe_bools: bool = True) -> dict:
+             maybe_bools: bool = True, expand: bool = False) -> dict:
     """Evaluate `expression` forward and backward; the result is the ``/api/v1/eval`` body.
 
     Args:
@@ -136,6 +137,10 @@ def evaluate(expression: str, variables: Any = None, grad_output: Any = None,
         limits: the bounds (H5); refusals are `ExprLimitError`s.
         maybe_bools: a speed hint for large arrays (see `glassllm.wire`); keep True unless
             you know the JSON holds no ``true`` / ``false``.
+        expand: give each node of a composite op (cross_entropy, attention, rms_norm,
+            swiglu, transformer_block) an ``expansion``: the same evaluation of its
+            composition of primitive ops (`glassllm.expr.expand`), seeded with the node's
+            incoming gradient, so every inner node has a value and a gradient (issue 14).
 
     Raises: `ExprError` (and its kinds: limit, shape, compute) naming the position or input.
 
@@ -149,6 +154,8 @@ def evaluate(expression: str, variables: Any = None, grad_output: Any = None,
     """
     if not isinstance(check, bool):
         raise ExprError("'check' must be true or false", input="check")
+    if not isinstance(expand, bool):
+        raise ExprError("'expand' must be true or false", input="expand")
     vars_ = _variables(variables)
     parsed = parse(expression, limits)
     builder = Builder(parsed, vars_, limits, maybe_bools=maybe_bools)
@@ -216,6 +223,12 @@ def evaluate(expression: str, variables: Any = None, grad_output: Any = None,
                 break
 
     value = vals[out_id].data
+    described = [_describe_node(n, vals[n.id], grads_of[n.id], nodes) for n in nodes]
+    if expand:
+        for n, d in zip(nodes, described, strict=True):
+            opened = _expansion(n, vals, grads_of, nodes, limits, bool(out.requires_grad))
+            if opened is not None:
+                d["expansion"] = opened
     return {
         "value": encode_array(value),
         "shape": list(value.shape),
@@ -223,10 +236,36 @@ def evaluate(expression: str, variables: Any = None, grad_output: Any = None,
                   if grads_of[n.id] is not None},
         "warnings": fw.messages,
         "output": out_id,
-        "nodes": [_describe_node(n, vals[n.id], grads_of[n.id], nodes) for n in nodes],
+        "nodes": described,
         "first_nonfinite": first,
         "check": report,
     }
+
+
+def _expansion(n: Node, vals: list[Any], grads_of: list[Any], nodes: list[Node],
+               limits: Limits, backward_ran: bool) -> dict | None:
+    """Node `n` of a composite op, evaluated again as its composition of primitive ops."""
+    if n.op not in COMPOSITIONS:
+        return None
+    op = registry.OPS[n.op]
+    args: dict[str, Any] = {}
+    differentiable: dict[str, bool] = {}
+    for spec, arg in zip(op.inputs, n.args, strict=True):
+        if isinstance(arg, LiteralArg):
+            args[spec.name] = arg.value
+        elif isinstance(arg, NodeArg):
+            v = vals[arg.id]
+            args[spec.name] = np.asarray(v.data if isinstance(v, Tensor) else v)
+            differentiable[spec.name] = spec.kind == "tensor" and nodes[arg.id].requires_grad
+    built = composition(n.op, args, differentiable)
+    if built is None:
+        return None
+    expression, variables = built
+    seeded = backward_ran and n.requires_grad and any(differentiable.values())
+    inner = evaluate(expression, variables, grads_of[n.id] if seeded else None, limits=limits,
+                     expand=True)
+    inner.pop("check", None)
+    return {"expression": expression, **inner}
 
 
 def _check_cost(count: int, builder: Builder, limits: Limits) -> None:

@@ -29,7 +29,7 @@ from service.settings import Settings
 
 router = APIRouter(prefix="/api/v1", tags=["expressions"])
 ERRORS = {s: {"model": schemas.ErrorBody} for s in (400, 413, 415, 422, 503)}
-FIELDS = ("expression", "variables", "grad_output", "check")
+FIELDS = ("expression", "variables", "grad_output", "check", "expand")
 _EXAMPLES_JSON = orjson.dumps({"examples": EXAMPLES})
 _LESSONS_JSON = orjson.dumps({"lessons": LESSONS})
 
@@ -43,7 +43,8 @@ class EvalResult(schemas.Computed):
         description="in evaluation order: id, op, span [start, end), text, inputs (node ids),"
                     " shape, requires_grad, value, grad (the adjoint ∂out/∂node), ledger"
                     " ([{input, summed_axes}]: axes summed to undo broadcasting); variables"
-                    " also have name and kind")
+                    " also have name and kind; with expand, a composite op's node has"
+                    " expansion: {expression, value, grads, nodes, ...}")
     first_nonfinite: dict[str, Any] | None = Field(
         description="{node, pass: forward | backward, count} of the first non-finite node")
     check: dict[str, Any] | None = Field(
@@ -69,6 +70,7 @@ def evaluate_body(body: Any, maybe_bools: bool, settings: Settings) -> bytes:
         raise ApiError(422, "invalid_request", "'expression' is required", input="expression")
     kwargs = {"expression": body["expression"], "variables": body.get("variables"),
               "grad_output": body.get("grad_output"), "check": body.get("check", False),
+              "expand": body.get("expand", False),
               "limits": settings.limits, "maybe_bools": maybe_bools}
     messages: list[str] = []          # an ExprError is mapped by the app's handlers
     result = float_warnings.run_recording(lambda: evaluate(**kwargs), messages)
@@ -91,7 +93,12 @@ def evaluate_body(body: Any, maybe_bools: bool, settings: Settings) -> bytes:
                                 "grad_output": {"anyOf": [
                                     {"type": "null"},
                                     {"$ref": "#/components/schemas/FloatArray"}]},
-                                "check": {"type": "boolean"}}},
+                                "check": {"type": "boolean"},
+                                "expand": {"type": "boolean", "description":
+                                           "open composite ops (cross_entropy, attention,"
+                                           " rms_norm, swiglu, transformer_block): each such"
+                                           " node gets an `expansion`, its composition of"
+                                           " primitive ops with every value and gradient"}}},
                  "example": EXAMPLES[1]["request"]}}}})
 async def eval_expression(request: Request) -> Response:
     settings = request.app.state.settings

@@ -96,7 +96,8 @@ export function drawGraph(svg, nodes, { onSelect }) {
   svg.style.width = svg.style.height = svg.style.maxWidth = svg.style.minWidth = "";
   setZoom(1);
   const defs = svgEl("defs");
-  const marker = svgEl("marker", { id: "arrow", viewBox: "0 0 10 10", refX: "10", refY: "5", markerWidth: "7", markerHeight: "7", orient: "auto-start-reverse" });
+  const arrowId = `arrow-${svg.id || Math.random().toString(36).slice(2, 8)}`;
+  const marker = svgEl("marker", { id: arrowId, viewBox: "0 0 10 10", refX: "10", refY: "5", markerWidth: "7", markerHeight: "7", orient: "auto-start-reverse" });
   marker.append(svgEl("path", { d: "M 0 0 L 10 5 L 0 10 z", class: "arrowhead" }));
   defs.append(marker);
   svg.append(defs);
@@ -104,7 +105,7 @@ export function drawGraph(svg, nodes, { onSelect }) {
   const edges = svgEl("g", { class: "edges" });
   for (const { points } of lines) {
     const d = points.map((p, k) => `${k ? "L" : "M"} ${p.x} ${p.y}`).join(" ");
-    edges.append(svgEl("path", { d, class: "edge", "marker-end": "url(#arrow)" }));
+    edges.append(svgEl("path", { d, class: "edge", "marker-end": `url(#${arrowId})` }));
   }
   svg.append(edges);
 

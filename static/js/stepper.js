@@ -5,7 +5,7 @@ import { el } from "./dom.js";
 import { drawGraph, nodeLabel, shapeLabel, summary } from "./graph.js";
 import { heatmap } from "./heatmap.js";
 import { $, opByName, roleOf, state } from "./state.js";
-import { formatValue } from "./wire.js";
+import { formatValue, fromWire } from "./wire.js";
 
 /** Draw state.nodes (or hide the panel when the run made none: op mode). */
 export function showGraph() {
@@ -52,9 +52,42 @@ function selectNode(id) {
   box.append(facts);
   const rule = backwardRule(n);
   if (rule) box.append(rule);
+  if (n.expansion) box.append(expansionView(n));
   if (n.value !== undefined) box.append(heatmap(n.value, { title: `value of #${n.id}`, role: roleOf(n.op), name: `node-value:${n.id}` }));
   if (n.grad != null) box.append(heatmap(n.grad, { title: `gradient at #${n.id} (∂out/∂node)`, role: "grad", name: `node-grad:${n.id}` }));
   else box.append(el("p", { class: "hint", text: "No gradient flows here: it does not depend on a variable that requires grad." }));
+}
+
+/** A composite op opened up: its composition of primitive ops as a graph of its own, every
+ *  inner node with its value and gradient (POST /api/v1/eval with expand, issue 14). */
+function expansionView(n) {
+  const ex = n.expansion;
+  const inner = ex.nodes.map((m) => ({ ...m, value: fromWire(m.value), grad: m.grad == null ? m.grad : fromWire(m.grad) }));
+  const wrap = el("div", { class: "expansion" },
+    el("h5", { text: `Opened up: ${n.op} as primitive ops` }),
+    el("p", {}, el("code", { class: "expansion-expr", text: ex.expression })),
+    el("p", { class: "hint", text: "Its value and the gradients it passes to its inputs equal the fused op's. Select an inner node:" }));
+  const scroll = el("div", { class: "graph-scroll expansion-scroll" });
+  const svg = document.createElementNS("http://www.w3.org/2000/svg", "svg");
+  svg.setAttribute("role", "group");
+  svg.setAttribute("aria-label", `the composition of ${n.op}`);
+  svg.classList.add("expansion-graph");
+  scroll.append(svg);
+  const detail = el("div", { class: "expansion-detail", "aria-live": "polite" });
+  wrap.append(scroll, detail);
+  queueMicrotask(() => {
+    const g = drawGraph(svg, inner, { onSelect: (id) => {
+      const m = inner.find((x) => x.id === id);
+      g.highlight(id, "selected");
+      detail.replaceChildren(el("h5", { text: `Inner node #${m.id}: ${nodeLabel(m, inner)} ${shapeLabel(m.shape)}` }),
+        el("p", {}, el("code", { text: m.text })),
+        heatmap(m.value, { title: `value of inner #${m.id}`, role: roleOf(m.op), name: `inner-value:${m.id}` }),
+        m.grad != null ? heatmap(m.grad, { title: `gradient at inner #${m.id}`, role: "grad", name: `inner-grad:${m.id}` })
+          : el("p", { class: "hint", text: "No gradient: a constant." }));
+    } });
+    g.mark(new Set(inner.filter((m) => !m.requires_grad).map((m) => m.id)), "constant");
+  });
+  return wrap;
 }
 
 /** An array in a few characters: the whole of a small one, else its range. */
