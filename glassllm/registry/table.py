@@ -17,7 +17,7 @@ from typing import Any
 from glassllm import autograd, layers
 from glassllm.registry.entry import REQUIRED, Example, Input, Op
 from glassllm.registry.plans import PLANS, elementwise, same_as
-from glassllm.registry.vjp import VJP
+from glassllm.registry.vjp import SUM_INVARIANT, SYMBOL, VJP
 
 __all__ = ["OPS", "get"]
 
@@ -246,7 +246,9 @@ _ops += [
 ]
 
 
-OPS: dict[str, Op] = {op.name: replace(op, vjp=VJP.get(op.name, {})) for op in _ops}
+OPS: dict[str, Op] = {op.name: replace(op, vjp=VJP.get(op.name, {}), symbol=SYMBOL.get(op.name),
+                                      sum_invariant=SUM_INVARIANT.get(op.name))
+                      for op in _ops}
 
 
 def get(name: str) -> Op | None:

@@ -12,7 +12,7 @@ shows them node by node.
 
 from __future__ import annotations
 
-__all__ = ["VJP"]
+__all__ = ["SUM_INVARIANT", "SYMBOL", "VJP"]
 
 _ELEMENTWISE_UNARY = {
     "neg": "-g",
@@ -64,4 +64,16 @@ VJP: dict[str, dict[str, str]] = {
     "transformer_block": {name: "composed: rms_norm, attention, swiglu, add (the residual)"
                           for name in ("x", "attn_norm", "wq", "wk", "wv", "wo", "ffn_norm",
                                        "w1", "w2", "w3")},
+}
+
+
+# How the formula writes an op (the page's graph labels it so: `× 0.5`, `@`, `Σ`).
+SYMBOL: dict[str, str] = {"add": "+", "sub": "−", "mul": "×", "div": "÷", "matmul": "@",
+                          "pow": "**", "rpow": "**", "neg": "−", "tsum": "Σ", "transpose": "ᵀ"}
+
+# Why the gradient of the output's sum (the default seed, ones) is zero for every input:
+# the sum cannot change however the inputs move. The page says it in one sentence.
+SUM_INVARIANT: dict[str, str] = {
+    "softmax": "each softmax row sums to 1 whatever its inputs",
+    "softmax_np": "each softmax row sums to 1 whatever its inputs",
 }

@@ -8,6 +8,7 @@
 // buttons: click or Enter selects one.
 
 import dagre from "../vendor/dagre/dagre.esm.js";
+import { opByName } from "./state.js";
 import { flat, formatNumber } from "./wire.js";
 
 const NS = "http://www.w3.org/2000/svg";
@@ -22,26 +23,24 @@ function svgEl(tag, attrs = {}) {
   return node;
 }
 
-const SYMBOLS = { add: "+", sub: "−", mul: "×", div: "÷", matmul: "@", neg: "−", pow: "**",
-  tsum: "Σ", transpose: "ᵀ" };
-
 /** A node's operator as the formula writes it, with its constant when it has one. */
 export function nodeLabel(n, nodes = []) {
   if (n.name) return n.name;
   if (n.op === "constant") return formatNumber(typeof n.value === "number" ? n.value : NaN);
   const ins = n.inputs.map((i) => nodes.find((x) => x.id === i)).filter(Boolean);
   const constant = ins.find((x) => x.op === "constant");
-  const sym = SYMBOLS[n.op];
+  const sym = opByName(n.op)?.symbol;                   // from GET /api/v1/ops
   if (sym && constant && ins.length === 2) {
-    return ins[0] === constant && n.op !== "add" && n.op !== "mul" ? `${formatNumber(constant.value)} ${sym} ·`
-      : `${sym} ${formatNumber(constant.value)}`;
+    return ins[0] === constant ? `${formatNumber(constant.value)} ${sym} ·` : `${sym} ${formatNumber(constant.value)}`;
   }
-  if (n.op === "getitem" && ins[0]?.text && n.text?.startsWith(ins[0].text)) return n.text.slice(ins[0].text.length).trim();
+  // an index written after its operand, x[0, 1]: the label is the index
+  if (ins.length === 1 && ins[0].text && n.text?.startsWith(ins[0].text) && n.text.slice(ins[0].text.length).trim().startsWith("[")) {
+    return n.text.slice(ins[0].text.length).trim();
+  }
   if (n.op === "masked_fill") {
     const tail = (n.text ?? "").replace(/\)\s*$/, "").split(",").at(-1)?.trim() ?? "";
     return `mask ${tail.replace(/^-\s*inf$/, "−∞").replace(/^inf$/, "∞")}`;
   }
-  if (n.op === "tsum") return "Σ sum";
   return sym ?? n.op;
 }
 

@@ -114,7 +114,7 @@ function countNonfinite(values) {
  *  written, L3.5). */
 function nonfiniteWords(nf) {
   const node = state.nodes.find((n) => n.id === nf.node);
-  const where = `node #${nf.node}${node ? ` (${nodeLabel(node, state.nodes)})` : ""} in the ${nf.pass} pass`;
+  const where = `node #${nf.node}${node ? ` (${node.name ?? node.op})` : ""} in the ${nf.pass} pass`;
   const data = node && (nf.pass === "backward" ? node.grad : node.value);
   if (data == null) {
     return { kind: "warning", text: `NaN or ∞ first appeared at ${where}` + (nf.count != null ? ` (${nf.count} element(s))` : "") + "." };

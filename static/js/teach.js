@@ -7,7 +7,7 @@ import { el, withClauseLinks } from "./dom.js";
 import { addVariable, caseChanged, setMode, showVariables } from "./case.js";
 import { run } from "./run.js";
 import { hideCopy } from "./share.js";
-import { $, state } from "./state.js";
+import { $, opByName, state } from "./state.js";
 import { flat, formatValue } from "./wire.js";
 
 // --------------------------------------------------------------------------------------
@@ -25,7 +25,7 @@ export async function loadLessons() {
   }
   list.replaceChildren();
   for (const lesson of lessons) {
-    const b = el("button", { type: "button", class: "example lesson" },
+    const b = el("button", { type: "button", class: "lesson" },
       el("span", { class: "ex-title" }, lesson.title, el("code", { class: "ex-code", text: lesson.request.expression })));
     b.dataset.lesson = lesson.id;
     b.addEventListener("click", async () => {
@@ -34,7 +34,7 @@ export async function loadLessons() {
       await run();
       bringResultIntoView();
     });
-    list.append(el("li", { class: "example-item" }, b));
+    list.append(el("li", { class: "lesson-item" }, b));
   }
 }
 
@@ -87,12 +87,6 @@ export async function onesSeed() {
   await run();
 }
 
-const SHIFT_INVARIANT = {
-  softmax: "each softmax row sums to 1 whatever its inputs",
-  log_softmax: "adding a constant to a row leaves log_softmax unchanged",
-  rms_norm: "scaling x leaves its RMS-normalised row unchanged",
-};
-
 /** Say why every gradient is zero when the default seed (ones) is the reason. */
 export function explainSeed(data, req) {
   const why = $("#seed-why");
@@ -102,7 +96,7 @@ export function explainSeed(data, req) {
   const allZero = grads.every((g) => flat(g).every((x) => x === 0 || (typeof x === "number" && Math.abs(x) < 1e-12)));
   if (!allZero) return;
   const last = data.nodes?.at(-1)?.op ?? state.op?.name;
-  const reason = SHIFT_INVARIANT[last] ?? "the output's sum does not change when the inputs move";
+  const reason = opByName(last)?.sum_invariant ?? "the output's sum does not change when the inputs move";
   why.append(`Every gradient is 0 because the default seed (ones) asks for the gradient of the output's sum, and ${reason}: `,
     el("button", { type: "button", class: "small", id: "seed-why-random", text: "try a random seed" }), ".");
   $("#seed-why-random").addEventListener("click", randomSeed);
