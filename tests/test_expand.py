@@ -31,10 +31,11 @@ CASES = {
     "attention": ("attention(x, wq, wk, wv, wo, 2, 1, cos, sin)",
                   {"x": arr(1, 3, 4), "wq": arr(4, 4), "wk": arr(4, 2), "wv": arr(4, 2),
                    "wo": arr(4, 4), "cos": COS4, "sin": SIN4}),
-    "transformer_block": ("transformer_block(x, attn_norm, wq, wk, wv, wo, ffn_norm, w1, w2, w3, 2, 1, cos, sin)",
-                          {"x": arr(1, 3, 4), "attn_norm": arr(4), "wq": arr(4, 4), "wk": arr(4, 2),
-                           "wv": arr(4, 2), "wo": arr(4, 4), "ffn_norm": arr(4), "w1": arr(4, 6),
-                           "w2": arr(6, 4), "w3": arr(4, 6), "cos": COS4, "sin": SIN4}),
+    "transformer_block": (
+        "transformer_block(x, attn_norm, wq, wk, wv, wo, ffn_norm, w1, w2, w3, 2, 1, cos, sin)",
+        {"x": arr(1, 3, 4), "attn_norm": arr(4), "wq": arr(4, 4), "wk": arr(4, 2),
+         "wv": arr(4, 2), "wo": arr(4, 4), "ffn_norm": arr(4), "w1": arr(4, 6),
+         "w2": arr(6, 4), "w3": arr(4, 6), "cos": COS4, "sin": SIN4}),
 }
 CONSTANTS = {"t", "cos", "sin"}
 

@@ -85,7 +85,8 @@ def axe_serious(pg, selector: str) -> list:
 
 def test_every_lesson_runs_with_its_notes_and_no_console_error(page):
     for lesson in LESSONS:
-        run_after(page, lambda: page.click(f'button[data-lesson="{lesson["id"]}"]'))
+        selector = f'button[data-lesson="{lesson["id"]}"]'
+        run_after(page, lambda selector=selector: page.click(selector))
         assert page.inner_text("#status").startswith("Done"), lesson["id"]
         notes = page.inner_text("#lesson-notes")
         for note in lesson["notes"]:
@@ -119,7 +120,8 @@ def test_a_30_node_graph_has_no_overlap_and_no_label_under_11px(page):
     page.click('button[data-create="r"]')
     run_after(page, lambda: page.click("#run"))
     boxes = page.evaluate("[...document.querySelectorAll('#graph .node rect')].map(r => {"
-                          "const b = r.getBoundingClientRect(); return [b.x, b.y, b.width, b.height]; })")
+                          "const b = r.getBoundingClientRect();"
+                          " return [b.x, b.y, b.width, b.height]; })")
     assert 28 <= len(boxes) <= 40, len(boxes)
     for i, (x1, y1, w1, h1) in enumerate(boxes):
         for x2, y2, w2, h2 in boxes[i + 1:]:
@@ -135,7 +137,8 @@ def test_a_30_node_graph_has_no_overlap_and_no_label_under_11px(page):
     page.click("#zoom-out")                           # clamped: labels stay >= 11 px
     zoom = float(page.get_attribute("#graph", "data-zoom"))
     assert min(sizes) * zoom >= 11 - 1e-9
-    labels = page.evaluate("[...document.querySelectorAll('#graph .node-op')].map(t => t.textContent)")
+    labels = page.evaluate("[...document.querySelectorAll('#graph .node-op')]"
+                           ".map(t => t.textContent)")
     assert "× 0.5" in labels and "@" in labels and "tanh" in labels
     shot(page, "graph-30")
 
@@ -153,7 +156,8 @@ def test_a_16_by_32_heatmap_fits_its_panel_and_reads_on_hover(page):
     assert fig.locator("td").count() == 16 * 32
     cell = fig.locator("td").nth(5)
     cell.hover()
-    assert page.locator('figure[data-name="grad:m"] .heat-readout').inner_text().startswith("[0, 5] = ")
+    readout = page.locator('figure[data-name="grad:m"] .heat-readout').inner_text()
+    assert readout.startswith("[0, 5] = ")
     shot(page, "heatmap-16x32")
     page.locator("#output").screenshot(path=str(ARTIFACTS / "teach-heatmap-16x32-panel.png"))
     assert axe_serious(page, "#output") == []

@@ -19,8 +19,8 @@ from starlette.responses import Response
 
 from glassllm import float_warnings
 from glassllm.examples import EXAMPLES
-from glassllm.lessons import LESSONS
 from glassllm.expr import evaluate
+from glassllm.lessons import LESSONS
 from service import schemas
 from service.codec import dumps
 from service.errors import ApiError

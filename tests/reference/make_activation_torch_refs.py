@@ -25,7 +25,9 @@ FNS = {
 
 
 def enc(v: float) -> float | str:
-    return v if math.isfinite(v) else ("NaN" if math.isnan(v) else ("Infinity" if v > 0 else "-Infinity"))
+    if math.isfinite(v):
+        return v
+    return "NaN" if math.isnan(v) else ("Infinity" if v > 0 else "-Infinity")
 
 
 def main() -> None:
