@@ -156,8 +156,14 @@ def test_a_16_by_32_heatmap_fits_its_panel_and_reads_on_hover(page):
     assert fig.locator("td").count() == 16 * 32
     cell = fig.locator("td").nth(5)
     cell.hover()
-    readout = page.locator('figure[data-name="grad:m"] .heat-readout').inner_text()
-    assert readout.startswith("[0, 5] = ")
+    readout = page.locator('figure[data-name="grad:m"] .heat-readout')
+    assert readout.inner_text().startswith("[0, 5] = ")
+    fig.locator(".heat-scroll").focus()               # the keyboard reads cells too:
+    page.keyboard.press("ArrowDown")                  # the first arrow enters at [0, 0]
+    assert readout.inner_text().startswith("[0, 0] = ")
+    page.keyboard.press("ArrowDown")
+    page.keyboard.press("ArrowRight")
+    assert readout.inner_text().startswith("[1, 1] = ")
     shot(page, "heatmap-16x32")
     page.locator("#output").screenshot(path=str(ARTIFACTS / "teach-heatmap-16x32-panel.png"))
     assert axe_serious(page, "#output") == []

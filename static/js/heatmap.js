@@ -231,6 +231,20 @@ function bigHeatmap(fig, value, shape, scale, title, count) {
   wrap.addEventListener("pointerover", show);
   wrap.addEventListener("focusin", show);
   wrap.addEventListener("click", (e) => { const td = e.target.closest?.("td"); if (td) { td.focus(); show(e); } });
+  // the keyboard: arrows move the focus from cell to cell (the readout follows)
+  wrap.addEventListener("keydown", (e) => {
+    const moves = { ArrowLeft: [0, -1], ArrowRight: [0, 1], ArrowUp: [-1, 0], ArrowDown: [1, 0] };
+    if (!moves[e.key]) return;
+    const td = document.activeElement?.closest?.("td");
+    const cells = (td ?? wrap).closest("table") ?? wrap.querySelector("table");
+    if (!cells) return;
+    e.preventDefault();
+    const rows = [...cells.tBodies[0].rows];
+    let r = td ? rows.indexOf(td.parentElement) : 0, c = td ? td.cellIndex : 1;
+    if (td) { r += moves[e.key][0]; c += moves[e.key][1]; }
+    const next = rows[Math.max(0, Math.min(rows.length - 1, r))];
+    next?.cells[Math.max(1, Math.min(next.cells.length - 1, c))]?.focus();
+  });
   draw();
   fig.append(controls, wrap, readout);
   if (count > WINDOW * WINDOW) fig.append(el("p", { class: "hint", text: `${count} elements; the sliders move the ${WINDOW} × ${WINDOW} window.` }));
