@@ -113,7 +113,8 @@ def test_the_step_through_shows_the_rule_with_numbers(page):
 
 def test_a_30_node_graph_has_no_overlap_and_no_label_under_11px(page):
     page.check("#mode-expr")
-    expr = " + ".join(f"tanh(p * {k}.5 - r)" for k in range(6)) + " + (p @ r).sum()"
+    # 30 boxes: the numbers fold into their consumers' labels (× 0.5), so they get none
+    expr = " + ".join(f"tanh(p * {k}.5 - r)" for k in range(7)) + " + (p @ r).sum()"
     page.fill("#expr-text", expr)
     page.fill("#auto-vars input#auto-shape-p", "2, 2")
     page.click('button[data-create="p"]')
@@ -140,7 +141,9 @@ def test_a_30_node_graph_has_no_overlap_and_no_label_under_11px(page):
     labels = page.evaluate("[...document.querySelectorAll('#graph .node-op')]"
                            ".map(t => t.textContent)")
     assert "× 0.5" in labels and "@" in labels and "tanh" in labels
+    assert "0.5" not in labels                        # no box for the folded number
     shot(page, "graph-30")
+    page.locator("#graph-panel").screenshot(path=str(ARTIFACTS / "teach-graph-30-panel.png"))
 
 
 def test_a_16_by_32_heatmap_fits_its_panel_and_reads_on_hover(page):

@@ -4,7 +4,8 @@
 // micrograd's drawings: the operator with its constant (`× 0.5`, `@`, `[0, 1]`,
 // `mask −∞`), the shape, and a value / gradient summary. The SVG is drawn at 1:1 (text
 // never shrinks with the column); pan by dragging or scrolling, zoom with the buttons or
-// Ctrl+wheel, never below the scale that keeps labels at 11 px. Nodes are focusable
+// Ctrl+wheel, never below the scale that keeps labels at 11 px. A number folded into its
+// consumer's label gets no box of its own. Nodes are focusable
 // buttons: click or Enter selects one.
 
 import dagre from "../vendor/dagre/dagre.esm.js";
@@ -65,7 +66,8 @@ function layout(nodes) {
   g.setGraph({ rankdir: "TB", nodesep: 18, ranksep: 34, marginx: PAD, marginy: PAD });
   g.setDefaultEdgeLabel(() => ({}));
   for (const n of nodes) g.setNode(String(n.id), { width: W, height: H });
-  for (const n of nodes) for (const i of n.inputs) g.setEdge(String(i), String(n.id));
+  const shown = new Set(nodes.map((n) => n.id));
+  for (const n of nodes) for (const i of n.inputs) if (shown.has(i)) g.setEdge(String(i), String(n.id));
   dagre.layout(g);
   const pos = new Map();
   for (const n of nodes) {
@@ -80,8 +82,12 @@ function layout(nodes) {
  * Draw `nodes` (the eval response's list, in evaluation order) into `svg`.
  * @returns {{highlight: (id, cls) => void, mark: (ids, cls) => void, zoom: (z) => void}}
  */
-export function drawGraph(svg, nodes, { onSelect }) {
+export function drawGraph(svg, all, { onSelect }) {
   svg.replaceChildren();
+  // a number folded into its consumer's label (`× 0.5`) gets no box of its own
+  const folded = (n) => n.op === "constant" && all.some((m) => m.inputs.includes(n.id)) &&
+    all.every((m) => !m.inputs.includes(n.id) || (opByName(m.op)?.symbol && m.inputs.length === 2));
+  const nodes = all.filter((n) => !folded(n));
   if (!nodes.length) return { highlight() {}, mark() {}, zoom() {} };
   const { pos, edges: lines, width, height } = layout(nodes);
   svg.setAttribute("viewBox", `0 0 ${width} ${height}`);
@@ -111,7 +117,7 @@ export function drawGraph(svg, nodes, { onSelect }) {
   const boxes = new Map();
   for (const n of nodes) {
     const { x, y } = pos.get(n.id);
-    const label = nodeLabel(n, nodes);
+    const label = nodeLabel(n, all);
     const g = svgEl("g", { class: "node", tabindex: "0", role: "button", transform: `translate(${x} ${y})` });
     g.dataset.id = String(n.id);
     g.append(svgEl("rect", { width: W, height: H, rx: "7" }));
