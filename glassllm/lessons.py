@@ -13,6 +13,7 @@ Kinds:
   ``sum``      the sum along ``axis`` equals ``expect`` (within 1e-9)
   ``dot``      the dot product with the array at ``with`` equals ``expect`` (within 1e-9)
   ``norm``     the Euclidean norm equals ``expect`` (within 1e-9)
+  ``none``     there is no array: a constant gets no gradient
 Served by ``GET /api/v1/lessons``.
 """
 
@@ -61,7 +62,7 @@ LESSONS: list[dict] = [
                   " raising one class's logit lowers the others'.",
           "claims": [{"path": "grads.w", "kind": "sum", "axis": 1, "expect": [0.0, 0.0]}]},
          {"text": "The targets are class ids, not a tensor: they get no gradient (L0.6).",
-          "claims": [{"path": "node:t.grad", "kind": "approx", "expect": None}]},
+          "claims": [{"path": "node:t.grad", "kind": "none"}]},
      ]},
     {"id": "attention-head", "title": "one causal attention head",
      "request": {"expression": f"(softmax(masked_fill({_SCORES}, mask, -inf)) @ v).sum()",
@@ -113,7 +114,7 @@ LESSONS: list[dict] = [
           "claims": [{"path": "grads.q", "kind": "approx",
                       "expect": [[_COS + _SIN, _COS - _SIN]]}]},
          {"text": "The angle tables are constants: cos and sin get no gradient (L0.6).",
-          "claims": [{"path": "node:cos.grad", "kind": "approx", "expect": None}]},
+          "claims": [{"path": "node:cos.grad", "kind": "none"}]},
      ]},
     {"id": "swiglu", "title": "SwiGLU, written out: (silu(x @ w1) * (x @ w3)) @ w2",
      "request": {"expression": "((silu(x @ w1) * (x @ w3)) @ w2).sum()",

@@ -52,7 +52,8 @@ VJP: dict[str, dict[str, str]] = {
     "cross_entropy": {"logits": "g ⊙ (softmax(logits) − one_hot(targets)) / N"},
     "rope": {"x": "rotate g by −θ: (g₀ cos + g₁ sin, −g₀ sin + g₁ cos)"},
     "repeat_kv": {"x": "Σ of g over each head's repeats"},
-    "rms_norm": {"x": "composed: x · rsqrt(mean(x²) + eps) · weight",
+    "rms_norm": {"x": "weight ⊙ g / r − x ⊙ Σ(x ⊙ weight ⊙ g) / (d · r³),"
+                      "  r = √(mean(x²) + eps), Σ over the last axis",
                  "weight": "Σ over leading axes of g ⊙ x / r,  r = √(mean(x²) + eps)"},
     "linear": {"x": "g @ weightᵀ", "weight": "Σ over leading axes of xᵀ @ g"},
     "swiglu": {"x": "composed: both paths, through w1 and w3",
