@@ -256,3 +256,19 @@ def test_a_composite_op_opens_into_its_primitive_ops(page):
     assert value == "0.9058"
     shot(page, "expansion")
     assert axe_serious(page, "#graph-panel") == []
+
+
+def test_the_issues_example_starts_from_nothing(page):
+    """`cross_entropy(x @ w, t)`: three names become variables; t, the op's targets, gets
+    integer class ids, so the case runs as created."""
+    page.check("#mode-expr")
+    page.fill("#expr-text", "cross_entropy(x @ w, t)")
+    assert page.input_value("#auto-shape-t") == "2"
+    page.fill("#auto-shape-x", "2, 3")
+    page.click('button[data-create="x"]')
+    page.fill("#auto-shape-w", "3, 2")
+    page.click('button[data-create="w"]')
+    page.click('button[data-create="t"]')
+    run_after(page, lambda: page.click("#run"))
+    assert page.inner_text("#status").startswith("Done"), page.inner_text("#status")
+    assert json.loads(page.get_attribute('figure[data-name="grad:w"]', "data-shape")) == [3, 2]

@@ -130,6 +130,26 @@ export function undefinedNames(text) {
   return found;
 }
 
+/** The input `name` fills when it is written straight as an argument of an op, e.g. the
+ *  `t` of cross_entropy(x @ w, t) is its int_array `targets`; else null. */
+function inputSpecOf(text, name) {
+  const at = text.search(new RegExp(`(^|[^\\w.])${name}\\b`));
+  if (at < 0) return null;
+  let depth = 0, commas = 0, i = at + (/\w/.test(text[at]) ? 0 : 1) - 1;
+  for (; i >= 0; i -= 1) {
+    const ch = text[i];
+    if (ch === ")" || ch === "]") depth += 1;
+    else if (ch === "(" || ch === "[") { if (depth === 0) break; depth -= 1; }
+    else if (ch === "," && depth === 0) commas += 1;
+  }
+  if (i < 0 || text[i] !== "(") return null;
+  const before = text.slice(0, i).match(/(\w+)\s*$/);
+  const op = before && state.ops.find((o) => o.name === before[1]);
+  const rest = text.slice(at).replace(/^[^\w]*\w+\s*/, "");
+  if (!op || !/^[,)]/.test(rest)) return null;      // the argument is the name itself
+  return op.inputs[commas] ?? null;
+}
+
 /** Under the expression: for each undefined name, a shape prompt and a Create button. */
 export function suggestVariables() {
   const box = $("#auto-vars");
@@ -142,19 +162,23 @@ export function suggestVariables() {
     const shape = el("input", { id, type: "text", class: "code auto-shape", value: "2, 2", spellcheck: "false", autocomplete: "off" });
     const create = el("button", { type: "button", class: "small", text: `Create ${name}` });
     create.dataset.create = name;
-    create.addEventListener("click", () => createVariable(name, shape.value));
+    const spec = inputSpecOf($("#expr-text").value, name);
+    create.addEventListener("click", () => createVariable(name, shape.value, spec));
+    if (spec && spec.dtype !== "float64") shape.value = "2";
     box.append(el("div", { class: "auto-var" }, el("label", { for: id, text: `shape of ${name}` }), shape, create));
   }
 }
 
-function createVariable(name, shapeText) {
+function createVariable(name, shapeText, spec = null) {
   const shape = shapeText.split(/[,\s()]+/).filter(Boolean).map(Number);
   if (shape.some((n) => !Number.isInteger(n) || n < 1 || n > 64) || shape.length > 4) {
     $("#auto-vars").prepend(el("p", { class: "msg error", text: `shape of ${name}: write up to 4 whole numbers from 1 to 64, e.g. 2, 3` }));
     return;
   }
-  const make = (s) => (s.length ? Array.from({ length: s[0] }, () => make(s.slice(1)))
-    : Math.round((Math.random() * 2 - 1) * 100) / 100);
+  // an op's integer input (class ids, token ids) gets small integers, a mask gets false
+  const leaf = spec?.dtype === "int64" ? () => Math.floor(Math.random() * 2)
+    : spec?.dtype === "bool" ? () => false : () => Math.round((Math.random() * 2 - 1) * 100) / 100;
+  const make = (s) => (s.length ? Array.from({ length: s[0] }, () => make(s.slice(1))) : leaf());
   addVariable(name, { value: make(shape) });
   caseChanged();
   suggestVariables();
