@@ -54,7 +54,9 @@ export function shapeLabel(shape) {
 export function summary(v) {
   if (v == null) return "—";
   if (!Array.isArray(v)) return formatNumber(v);
-  const xs = flat(v).filter((x) => typeof x === "number" && Number.isFinite(x));
+  const all = flat(v);
+  if (all.length && typeof all[0] === "boolean") return `${all.filter(Boolean).length} of ${all.length} true`;
+  const xs = all.filter((x) => typeof x === "number" && Number.isFinite(x));
   if (!xs.length) return "—";
   let lo = Infinity, hi = -Infinity;
   for (const x of xs) { lo = Math.min(lo, x); hi = Math.max(hi, x); }
