@@ -4,6 +4,7 @@
 #               at http://127.0.0.1:8000 (HOST / PORT / WORKERS override)
 #   make test   create/update .venv with the test extras, install Debian's Chromium when
 #               missing, run the whole suite and the reference examples
+#   make docker / docker-test / docker-save / lock   the course image (issue 13), below
 
 SHELL := /bin/bash
 .DEFAULT_GOAL := help
@@ -20,27 +21,32 @@ WORKERS ?= 1
 CHROMIUM := /usr/bin/chromium
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 
-.PHONY: help run test lint bench mutation clean
+.PHONY: help run test lint bench load mutation clean
 
 help:
 	@echo "make run    start the gradient sandbox at http://$(HOST):$(PORT)"
 	@echo "make test   run the whole test suite (installs what it needs)"
 	@echo "make lint   ruff check"
 	@echo "make bench  service latency / throughput benchmark"
+	@echo "make load   a class at once: bench/load.py (Locust, about 4 minutes)"
 	@echo "make mutation  mutation testing (mutmut, ~30 min on 2 cores; not part of make test)"
+	@echo "make docker / docker-test / docker-save / lock   the course image (docs/deploy.md)"
 
 $(VPY):
 	@test -n "$(PYTHON)" || { echo "error: Python >= 3.11 not found on PATH"; exit 1; }
 	$(PYTHON) -m venv $(VENV)
 	$(VPY) -m pip install --quiet --upgrade pip
 
-# Stamp files: reinstall only when pyproject.toml changes.
-$(VENV)/.stamp-service: pyproject.toml | $(VPY)
-	$(VPY) -m pip install --quiet -e '.[service]'
+# Stamp files: reinstall only when pyproject.toml or a lock changes. Dependencies come
+# from the locks (exact versions, hashes: `make lock` rewrites them), then glassllm itself.
+$(VENV)/.stamp-service: pyproject.toml requirements/service.lock | $(VPY)
+	$(VPY) -m pip install --quiet --require-hashes --no-deps -r requirements/service.lock
+	$(VPY) -m pip install --quiet --no-deps -e .
 	touch $@
 
-$(VENV)/.stamp-test: pyproject.toml | $(VPY)
-	$(VPY) -m pip install --quiet -e '.[test]'
+$(VENV)/.stamp-test: pyproject.toml requirements/test.lock | $(VPY)
+	$(VPY) -m pip install --quiet --require-hashes --no-deps -r requirements/test.lock
+	$(VPY) -m pip install --quiet --no-deps -e .
 	touch $@ $(VENV)/.stamp-service
 
 run: $(VENV)/.stamp-service
@@ -62,6 +68,13 @@ lint: $(VENV)/.stamp-test
 bench: $(VENV)/.stamp-service
 	$(VPY) bench/service.py
 
+$(VENV)/.stamp-bench: pyproject.toml | $(VPY)
+	$(VPY) -m pip install --quiet -e '.[bench]'
+	touch $@
+
+load: $(VENV)/.stamp-bench
+	$(VPY) bench/load.py
+
 $(VENV)/.stamp-mutation: pyproject.toml | $(VPY)
 	$(VPY) -m pip install --quiet -e '.[mutation]'
 	touch $@ $(VENV)/.stamp-test $(VENV)/.stamp-service
@@ -73,3 +86,31 @@ mutation: $(VENV)/.stamp-mutation
 
 clean:
 	rm -rf build dist *.egg-info .pytest_cache .ruff_cache test-artifacts mutants
+
+# --- the course image (issue 13; docs/deploy.md) ---------------------------------------
+#   make docker       build glassllm:latest (official slim base if pullable, else a local
+#                     Debian base made with debootstrap from this machine's apt mirror)
+#   make docker-test  install/start the engine if needed, build, check the real container
+#   make docker-save  the image as dist/glassllm-image.tar.gz, for `docker load` offline
+#   make lock         rewrite requirements/*.lock (hashes) from pyproject.toml
+IMAGE ?= glassllm:latest
+# --unsafe-package=glassllm: the test extra names glassllm[service,train]; the lock must
+# not pin the working tree itself (make test installs it with `pip install --no-deps -e .`)
+PIP_COMPILE := $(VENV)/bin/pip-compile -q --generate-hashes --strip-extras \
+	--unsafe-package=glassllm --no-emit-index-url --no-emit-find-links
+
+.PHONY: docker docker-test docker-save lock
+
+docker:
+	sh docker/build.sh $(IMAGE)
+
+docker-test: $(VENV)/.stamp-test
+	sh docker/test.sh $(VPY) $(IMAGE)
+
+docker-save:
+	sh docker/save.sh $(IMAGE)
+
+lock: | $(VPY)
+	$(VPY) -m pip install --quiet pip-tools
+	$(PIP_COMPILE) --extra service -o requirements/service.lock pyproject.toml
+	$(PIP_COMPILE) --extra test -o requirements/test.lock pyproject.toml

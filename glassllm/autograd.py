@@ -104,7 +104,22 @@ def _int_array(ids: Any, op: str, name: str) -> np.ndarray:
     ids = np.asarray(ids)
     if ids.dtype == np.bool_ or not np.issubdtype(ids.dtype, np.integer):
         raise TypeError(f"{op}: {name} must be integers, got dtype {ids.dtype}")
-    return _frozen(ids)
+    return _frozen(_as_index(ids, op, name))
+
+
+def _as_index(ids: np.ndarray, op: str, name: str) -> np.ndarray:
+    """Integer ids in the platform index type `np.intp`, whatever integer dtype they came in.
+
+    NumPy 2 keeps small dtypes in arithmetic with Python ints: `uint8_ids % 256` raises
+    OverflowError, `int8_ids + 200` wraps. Indexing code does such arithmetic (negative
+    ids counted from the end), so ids are widened once, on entry (L3.3). A uint64 id
+    past the index type cannot index anything: IndexError naming it.
+    """
+    if ids.dtype == np.intp:
+        return ids
+    if not np.can_cast(ids.dtype, np.intp) and ids.size and ids.max() > np.iinfo(np.intp).max:
+        raise IndexError(f"{op}: {name} holds {ids.max()}, past the largest index")
+    return ids.astype(np.intp)
 
 
 def _constant(x: Any, op: str, name: str) -> np.ndarray:
@@ -534,7 +549,9 @@ def max(a: Any, axis: Any = None, keepdims: bool = False) -> Tensor:
         a: g / k at each of the k positions equal to the max of its slice, 0 elsewhere
            (computed as hit * (g / k), so k = 0 in a NaN slice gives NaN, as PyTorch)
 
-    Raises: ValueError for an empty slice, AxisError for a bad axis (NumPy's).
+    Raises: ValueError naming the axis when a reduced axis has length 0 (no maximum
+    exists; PyTorch raises too, where tsum gives 0 and mean NaN); AxisError for a bad
+    axis (NumPy's).
 
     Example:
         >>> x = Tensor([1.0, 3.0, 3.0], requires_grad=True)
@@ -546,6 +563,14 @@ def max(a: Any, axis: Any = None, keepdims: bool = False) -> Tensor:
     """
     a = _t(a)
     a_data = a.data  # saved for backward
+    np.sum(a_data, axis=axis)  # NumPy checks the axes first (AxisError)
+    empty = [i for i in _axes(axis, a_data.ndim) if a_data.shape[i] == 0]
+    if empty:
+        raise ValueError(
+            f"max: axis {empty[0]} of a (shape {a_data.shape}) has length 0, and a maximum "
+            "over no elements has no value (PyTorch refuses it too); sum gives 0 and "
+            "mean NaN there"
+        )
     top = np.max(a_data, axis=axis, keepdims=True)  # saved for backward: the slice maxima
     out = top if keepdims else top.reshape(reduce_shape(a_data.shape, axis))
 
@@ -626,7 +651,7 @@ def getitem(a: Any, index: Any) -> Tensor:
     if isinstance(index, list):  # NumPy reads a list index as an int array
         index = np.asarray(index)
     items = index if isinstance(index, tuple) else (index,)
-    items = tuple(_frozen(i) if isinstance(i, (np.ndarray, list)) else i for i in items)
+    items = tuple(_index_item(i) for i in items)
     index = items if isinstance(index, tuple) else items[0]  # arrays copied, read-only
     out = a.data[index]
     advanced = any(isinstance(i, np.ndarray) for i in items)
@@ -645,6 +670,16 @@ def getitem(a: Any, index: Any) -> Tensor:
         return (ga,)
 
     return Tensor._make(out, (a,), "getitem", backward)
+
+
+def _index_item(item: Any) -> Any:
+    """One item of a getitem index: arrays copied read-only, integer arrays as np.intp."""
+    if not isinstance(item, (np.ndarray, list)):
+        return item
+    arr = np.asarray(item)
+    if arr.dtype.kind in "iu":
+        arr = _as_index(arr, "getitem", "index")
+    return _frozen(arr)
 
 
 def where(condition: Any, a: Any, b: Any) -> Tensor:
@@ -775,6 +810,9 @@ def masked_fill(a: Any, mask: Any, value: Any) -> Tensor:
 # L4  Distributions and activations
 # ============================================================================
 def _softmax_data(x: np.ndarray, axis: int) -> np.ndarray:
+    if x.size == 0:  # a zero-length axis (or batch): an empty result, as PyTorch
+        np.sum(x, axis=axis)  # NumPy still checks the axis (AxisError)
+        return np.array(x, dtype=np.float64)
     e = x - np.max(x, axis=axis, keepdims=True)  # largest entry becomes 0
     np.exp(e, out=e)  # in place: one array instead of three
     e /= np.sum(e, axis=axis, keepdims=True)
@@ -782,6 +820,9 @@ def _softmax_data(x: np.ndarray, axis: int) -> np.ndarray:
 
 
 def _log_softmax_data(x: np.ndarray, axis: int) -> np.ndarray:
+    if x.size == 0:  # as _softmax_data: empty in, empty out
+        np.sum(x, axis=axis)
+        return np.array(x, dtype=np.float64)
     shifted = x - np.max(x, axis=axis, keepdims=True)  # largest entry becomes 0
     return shifted - np.log(np.sum(np.exp(shifted), axis=axis, keepdims=True))
 
@@ -790,7 +831,8 @@ def softmax(a: Any, axis: int = -1) -> Tensor:
     """Softmax along `axis`: out = exp(a - max) / sum(exp(a - max)).
 
     Subtracting the maximum keeps large finite logits from overflowing; a row
-    that is all -inf, or holds NaN / +inf, gives NaN (L4.1).
+    that is all -inf, or holds NaN / +inf, gives NaN (L4.1). Over a zero-length axis
+    the result is empty (same shape), as in PyTorch.
 
     Backward:
         a: out * (g - sum(g * out, axis, keepdims=True))
@@ -1207,6 +1249,7 @@ def repeat_kv(x: Any, repeats: int) -> Tensor:
     """
     x = _t(x)
     repeat_kv_rule(x.data.shape, repeats)
+    repeats = int(repeats)  # a NumPy uint8 would keep its dtype in later arithmetic
     b, hkv, n, dk = x.data.shape
     out = np.repeat(x.data, repeats, axis=1)  # (B, Hkv*repeats, n, dk)
 

@@ -14,14 +14,22 @@ a bad value exits with status 2 and ``argument --steps: must be a positive integ
 '0'``, never a traceback. Counts and sizes are positive integers, seeds non-negative
 integers, floats finite (``nan``/``inf`` are refused). If training still diverges (a
 nan/inf loss, gradient or weight), it stops with status 1 and saves no checkpoint.
+
+Output is written so that any terminal can show it: characters the output encoding
+cannot represent (``PYTHONIOENCODING=cp1252``, a Windows console, a pipe in ASCII)
+become ``?`` instead of ending the run with UnicodeEncodeError, and control characters
+in sampled text (ESC, NUL, BEL, DEL, C1 controls, bidi overrides; everything but
+newline and tab) are shown escaped, ``\x1b``, never sent raw to the terminal.
 """
 
 from __future__ import annotations
 
 import argparse
+import io
 import json
 import math
 import sys
+import unicodedata
 import zipfile
 from dataclasses import fields
 from pathlib import Path
@@ -33,7 +41,7 @@ from glassllm.runtime import tune_malloc
 from glassllm.tokenizer import ByteTokenizer
 from glassllm.train import TrainingDiverged, default_corpus, train
 
-__all__ = ["main"]
+__all__ = ["main", "printable"]
 
 TQDM_MISSING = (
     "note: tqdm is not installed, so progress is printed as plain lines; "
@@ -298,7 +306,8 @@ def _train(args: argparse.Namespace) -> int:
         return 1
     model.save_checkpoint(out)
     print(
-        f"trained {args.steps} steps on {len(data):,} bytes in {result.seconds:.1f}s: "
+        f"trained {args.steps} steps ({model.num_parameters():,} parameters) on "
+        f"{len(data):,} bytes in {result.seconds:.1f}s: "
         f"loss {result.losses[0]:.3f} → {result.losses[-1]:.3f}; "
         f"saved {out} and {out.with_suffix('.json')}"
     )
@@ -354,6 +363,28 @@ def _load_checkpoint(name: str) -> GlassLM:
     return model
 
 
+_BIDI_CONTROLS = frozenset("\u202a\u202b\u202c\u202d\u202e\u2066\u2067\u2068\u2069")
+
+
+def printable(text: str) -> str:
+    r"""``text`` with control characters escaped, so sampled bytes cannot drive the terminal.
+
+    Newline and tab stay; every other C0/C1 control and DEL (Unicode category Cc) and
+    the bidi embedding/override/isolate controls become ``\xNN`` / ``\uNNNN``.
+
+    Example:
+        >>> printable("a\x1b[2Jb\u202ec")
+        'a\\x1b[2Jb\\u202ec'
+    """
+
+    def shown(ch: str) -> str:
+        if ch in "\n\t" or (unicodedata.category(ch) != "Cc" and ch not in _BIDI_CONTROLS):
+            return ch
+        return f"\\x{ord(ch):02x}" if ord(ch) < 0x100 else f"\\u{ord(ch):04x}"
+
+    return "".join(map(shown, text))
+
+
 def _generate(args: argparse.Namespace) -> int:
     tok = ByteTokenizer()
     try:
@@ -379,12 +410,27 @@ def _generate(args: argparse.Namespace) -> int:
             file=sys.stderr,
         )
         return 1
-    print(tok.decode(ids))
+    print(printable(tok.decode(ids)))
     return 0
 
 
 def main(argv: list[str] | None = None) -> int:
     """Run the CLI. Bad input exits 2 (argparse's SystemExit); failures while running, 1."""
+    stdout = sys.stdout
+    errors = getattr(stdout, "errors", None)
+    # "strict", and "surrogateescape" (a C/POSIX locale), fail on a character the encoding
+    # lacks; "replace" writes "?" instead. Restored afterwards: main() may be a library call.
+    fragile = isinstance(stdout, io.TextIOWrapper) and errors in ("strict", "surrogateescape")
+    if fragile:
+        stdout.reconfigure(errors="replace")
+    try:
+        return _main(argv)
+    finally:
+        if fragile:
+            stdout.reconfigure(errors=errors)
+
+
+def _main(argv: list[str] | None) -> int:
     args = _build_parser().parse_args(argv)
     tune_malloc()  # this process is ours: keep freed NumPy buffers for reuse (runtime.py)
     try:

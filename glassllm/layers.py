@@ -52,6 +52,7 @@ from glassllm.autograd import (
     transpose,
     tsum,
 )
+from glassllm.checks import check_int, check_real, id_array
 from glassllm.shapes import ShapeError, positive_count
 
 __all__ = [
@@ -113,6 +114,14 @@ class GlassConfig:
     seed: int = 0  # seeds the weight initialisation
 
     def __post_init__(self) -> None:
+        # Integers must be ints (64.0 or True would pass `%` and fail later, far away),
+        # floats finite and positive: TypeError/ValueError naming the field.
+        for name in ("vocab", "d_model", "n_layers", "n_heads", "n_kv_heads", "ffn_hidden",
+                     "max_seq_len"):
+            check_int(name, getattr(self, name), minimum=1)
+        check_int("seed", self.seed, minimum=0)
+        for name in ("rope_theta", "norm_eps"):
+            check_real(name, getattr(self, name), 0.0, strict=True)
         _check_heads(self.d_model, self.n_heads, self.n_kv_heads)
         if (self.d_model // self.n_heads) % 2:
             raise ValueError(
@@ -185,6 +194,7 @@ def rope_angles(
 
     Raises:
         ValueError: ``dk`` is odd (coordinates are rotated in pairs), or not positive.
+        TypeError: ``n``, ``dk`` or ``offset`` is not an int (a float or a bool).
 
     Example:
         >>> cos, sin = rope_angles(2, 4)
@@ -196,6 +206,9 @@ def rope_angles(
     SPEC L6.2, L7. Su et al. 2021, "RoFormer: Enhanced Transformer with Rotary Position
     Embedding".
     """
+    check_int("n", n, minimum=0)
+    check_int("dk", dk)
+    check_int("offset", offset)
     if dk <= 0 or dk % 2:
         raise ValueError(f"dk must be a positive even number for RoPE pairs, got dk={dk}")
     inv_freq = theta ** (-np.arange(0, dk, 2, dtype=np.float64) / dk)  # (dk/2,): theta^(-2i/dk)
@@ -557,44 +570,67 @@ class Module:
 
     Attributes that are Tensors with ``requires_grad`` are parameters; attributes that are
     Modules, or lists of Modules, are searched recursively, giving dotted names such as
-    ``blocks.0.attn.wq``.
+    ``blocks.0.attn.wq``. A Tensor reachable under two names (tied weights, e.g.
+    ``model.blocks[1].attn.wq = model.blocks[0].attn.wq``) is one parameter, listed once
+    under the first name found, as in PyTorch: optimizers, clipping, ``state_dict`` and
+    ``num_parameters`` all see it once.
     """
 
     def named_parameters(self, prefix: str = "") -> Iterator[tuple[str, Tensor]]:
+        seen: set[int] = set()
+        for name, p in self._all_parameters(prefix):
+            if id(p) not in seen:
+                seen.add(id(p))
+                yield name, p
+
+    def _all_parameters(self, prefix: str) -> Iterator[tuple[str, Tensor]]:
+        """Every (name, parameter) pair, a tied Tensor once per name (depth first)."""
         for name, value in vars(self).items():
             if isinstance(value, Tensor) and value.requires_grad:
                 yield prefix + name, value
             elif isinstance(value, Module):
-                yield from value.named_parameters(f"{prefix}{name}.")
+                yield from value._all_parameters(f"{prefix}{name}.")
             elif isinstance(value, list):
                 for i, item in enumerate(value):
                     if isinstance(item, Module):
-                        yield from item.named_parameters(f"{prefix}{name}.{i}.")
+                        yield from item._all_parameters(f"{prefix}{name}.{i}.")
 
     def parameters(self) -> list[Tensor]:
         return [p for _, p in self.named_parameters()]
+
+    def num_parameters(self) -> int:
+        """The number of trainable numbers: a tied Tensor counts once."""
+        return sum(p.size for p in self.parameters())
 
     def zero_grad(self) -> None:
         for p in self.parameters():
             p.grad = None
 
     def state_dict(self) -> dict[str, np.ndarray]:
-        """Copies of every parameter's data, keyed by dotted name."""
+        """Copies of every parameter's data, keyed by dotted name (a tied one once)."""
         return {name: p.data.copy() for name, p in self.named_parameters()}
 
     def load_state_dict(self, state: dict[str, np.ndarray]) -> None:
-        """Copy arrays into the parameters. Raises KeyError/ValueError on any mismatch."""
+        """Copy arrays into the parameters. Raises KeyError/ValueError on any mismatch.
+
+        Nothing changes unless every name and shape matches.
+        """
         params = dict(self.named_parameters())
         missing, unexpected = params.keys() - state.keys(), state.keys() - params.keys()
         if missing or unexpected:
             raise KeyError(
                 f"state dict mismatch: missing {sorted(missing)}, unexpected {sorted(unexpected)}"
             )
+        values = {}
         for name, p in params.items():
-            value = np.asarray(state[name], dtype=np.float64)
+            value = np.asarray(state[name])
+            if value.dtype.kind not in "fiu":  # bool, complex, str, object: not weights
+                raise ValueError(f"{name}: expected real numbers, got dtype {value.dtype}")
             if value.shape != p.data.shape:
                 raise ValueError(f"{name}: expected shape {p.data.shape}, got {value.shape}")
-            p.data = value  # copied by the setter
+            values[name] = value
+        for name, p in params.items():
+            p.data = values[name]  # copied (as float64) by the setter
 
     def save(self, path: str | Path) -> None:
         """Write the state dict to an ``.npz`` file (plain arrays, no pickle)."""
@@ -718,10 +754,16 @@ class GlassLM(Module):
         self.head = Linear(config.d_model, config.vocab, rng)
 
     def forward(self, ids: np.ndarray) -> Tensor:
-        ids = np.asarray(ids)
-        n = ids.shape[-1]  # ids: (B, n)
+        """Logits (B, n, V) of ids (B, n): integers in [0, V) of any integer dtype.
+
+        Raises TypeError for an id that is not an integer and ValueError for one outside
+        [0, V), each naming the first such id; ValueError for a shape that is not
+        (B, n) or n > max_seq_len.
+        """
+        ids = id_array(ids, "ids", self.config.vocab)
         if ids.ndim != 2:
             raise ValueError(f"ids must be (B, n), got shape {ids.shape}")
+        n = ids.shape[-1]  # ids: (B, n)
         if n > self.config.max_seq_len:
             raise ValueError(f"sequence length {n} exceeds max_seq_len {self.config.max_seq_len}")
         dk = self.config.d_model // self.config.n_heads
@@ -732,10 +774,18 @@ class GlassLM(Module):
         return self.head(self.norm(x))  # (B, n, V)
 
     def loss(self, ids: np.ndarray, targets: np.ndarray) -> Tensor:
-        """Mean cross-entropy of next-token prediction: ids, targets (B, n) → scalar."""
+        """Mean cross-entropy of next-token prediction: ids, targets (B, n) → scalar.
+
+        Both are integer ids in [0, V) of any integer dtype (converted to ``np.intp``);
+        TypeError/ValueError name the first bad one, or the shapes when they differ.
+        """
+        targets = id_array(targets, "targets", self.config.vocab)
         logits = self.forward(ids)  # (B, n, V)
         B, n, V = logits.shape
-        return cross_entropy(reshape(logits, (B * n, V)), np.asarray(targets).reshape(B * n))
+        if targets.shape != (B, n):
+            raise ValueError(f"targets must have the shape of ids (B, n) = {(B, n)}, "
+                             f"got {targets.shape}")
+        return cross_entropy(reshape(logits, (B * n, V)), targets.reshape(B * n))
 
     def generate(
         self,
@@ -753,9 +803,17 @@ class GlassLM(Module):
         keys and values of the earlier ones from ``glassllm.kvcache.KVCache``; without it,
         every step reruns the forward pass over the whole context (clear, not fast). Both
         give the same tokens (tests/test_training.py).
+
+        Raises: TypeError/ValueError naming the first id that is not an integer in
+        [0, V); ``max_new_tokens`` not an int ≥ 0; ``temperature`` not a finite number
+        ≥ 0; ``top_k`` neither None nor an int ≥ 1 (k ≥ V keeps every token).
         """
+        max_new_tokens = check_int("max_new_tokens", max_new_tokens, minimum=0)
+        temperature = check_real("temperature", temperature, 0.0)
+        if top_k is not None:
+            top_k = check_int("top_k", top_k, minimum=1)
         rng = rng if rng is not None else np.random.default_rng(0)
-        out = [int(i) for i in np.asarray(ids).reshape(-1)]
+        out = id_array(ids, "ids", self.config.vocab).reshape(-1).tolist()
         if kv_cache:
             from glassllm.kvcache import next_logits_cached
 
@@ -771,7 +829,7 @@ class GlassLM(Module):
                     out.append(int(np.argmax(logits)))
                     continue
                 logits = logits / temperature
-                if top_k is not None and 0 < top_k < logits.size:
+                if top_k is not None and top_k < logits.size:
                     kth = np.sort(logits)[-top_k]
                     logits = np.where(logits < kth, -np.inf, logits)
                 probs = softmax_np(logits)  # (V,)

@@ -23,7 +23,7 @@ from __future__ import annotations
 import contextvars
 import functools
 import inspect
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
 import numpy as np
@@ -339,8 +339,61 @@ class Tensor:
         arr = self._data if dtype is None else self._data.astype(dtype)
         return arr.copy() if copy and arr is self._data else arr
 
+    # -- Python's protocols: truth, length, iteration, scalars (as NumPy and PyTorch) ---
+    def __bool__(self) -> bool:
+        """A one-element tensor's truth is its value; any other size is ambiguous.
+
+        Without this, Python would use ``__len__``: ``bool(Tensor([0.0]))`` would be
+        True and ``bool(Tensor(0.0))`` a "len() of unsized object" TypeError.
+        """
+        if self.data.size != 1:
+            raise ValueError(
+                f"The truth value of a Tensor with {self.data.size} elements (shape "
+                f"{self.shape}) is ambiguous; reduce it first (e.g. t.max(), t.sum()) "
+                "or compare t.item()"
+            )
+        return bool(self.data.reshape(()))
+
     def __len__(self) -> int:
+        """The size of the first axis; a 0-d tensor has no length (TypeError)."""
+        if self.data.ndim == 0:
+            raise TypeError("len() of a 0-d tensor: it has no axes (use .item() for its value)")
         return len(self.data)
+
+    def __iter__(self) -> Iterator[Tensor]:
+        """Sub-tensors along the first axis, each ``self[i]`` (in the graph)."""
+        if self.data.ndim == 0:
+            raise TypeError("iteration over a 0-d tensor: it has no axes")
+        return (self[i] for i in range(len(self.data)))
+
+    def __contains__(self, value: Any) -> bool:
+        """``x in t`` is True when some element equals x, as ``(t == x).any()`` in NumPy.
+
+        Tensor ``==`` is identity (Python's default, which keeps ``hash`` consistent:
+        tensors can be set members and dict keys, as in PyTorch), so this compares data.
+        """
+        other = value.data if isinstance(value, Tensor) else np.asarray(value)
+        return bool(np.any(self.data == other))
+
+    def _scalar(self, kind: str) -> float:
+        if self.data.size != 1:
+            raise ValueError(
+                f"only one-element tensors can be converted to Python scalars ({kind}()), "
+                f"got shape {self.shape}"
+            )
+        return float(self.data.reshape(()))
+
+    def __float__(self) -> float:
+        return self._scalar("float")
+
+    def __int__(self) -> int:
+        return int(self._scalar("int"))  # truncates toward zero, like int(2.7) and PyTorch
+
+    def __index__(self) -> int:
+        raise TypeError(
+            "a Tensor cannot be used as an index or a count: its data is float64 (L0.7); "
+            "pass an int, or an integer NumPy array"
+        )
 
     def item(self) -> float:
         """The value of a one-element tensor as a Python float (ValueError otherwise)."""

@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import numpy as np
 
+from glassllm.checks import id_array
+
 __all__ = ["ByteTokenizer"]
 
 
@@ -25,13 +27,19 @@ class ByteTokenizer:
     vocab_size = 256
 
     def encode(self, text: str) -> np.ndarray:
-        """str → int64 ids (n,), one per UTF-8 byte."""
+        """str → int64 ids (n,), one per UTF-8 byte. TypeError if ``text`` is not a str
+        (bytes are not decoded by guess)."""
+        if not isinstance(text, str):
+            raise TypeError(f"text must be a str, got {type(text).__name__}")
         return np.frombuffer(text.encode("utf-8"), dtype=np.uint8).astype(np.int64)
 
     def decode(self, ids, errors: str = "replace") -> str:
-        """ids → str. Sampled byte sequences may be invalid UTF-8: by default such bytes
-        become U+FFFD; pass ``errors="strict"`` to raise instead."""
-        ids = np.asarray(ids, dtype=np.int64).reshape(-1)
-        if ids.size and (ids.min() < 0 or ids.max() > 255):
-            raise ValueError(f"byte ids must be in [0, 255], got range [{ids.min()}, {ids.max()}]")
+        """ids (any shape, any integer dtype) → str. Sampled byte sequences may be invalid
+        UTF-8: by default such bytes become U+FFFD; pass ``errors="strict"`` to raise.
+
+        Raises: TypeError naming the first id that is not an integer (104.9, 104.0, True:
+        nothing is truncated or rounded); ValueError naming the first id outside
+        [0, 256), with its position and value.
+        """
+        ids = id_array(ids, "ids", self.vocab_size).reshape(-1)
         return ids.astype(np.uint8).tobytes().decode("utf-8", errors=errors)

@@ -14,6 +14,7 @@ from importlib import resources
 import numpy as np
 
 from glassllm import no_grad
+from glassllm.checks import check_int, check_real, id_array
 from glassllm.layers import GlassLM
 from glassllm.training import TrainingDiverged, get_batch, train_steps
 
@@ -57,7 +58,15 @@ def train(
     (before that step's update), or if after the last step a weight, or the loss of the
     first batch recomputed with the final weights, is not finite: a nan/inf run stops
     instead of carrying on to (and the CLI saving) a useless model.
+
+    Counts (steps, batch_size, seq_len, seed) must be ints, not floats or bools, and
+    data integer ids in [0, V): TypeError/ValueError naming the input otherwise; lr and
+    weight_decay are checked by ``AdamW``.
     """
+    steps = check_int("steps", steps, minimum=0)
+    seed = check_int("seed", seed, minimum=0)
+    max_grad_norm = check_real("max_grad_norm", max_grad_norm, 0.0, strict=True)
+    data = id_array(data, "data", model.config.vocab)  # (T,), checked once, not per batch
     result = TrainResult()
     start = time.perf_counter()
     steps_run = train_steps(model, data, steps=steps, batch_size=batch_size, seq_len=seq_len,

@@ -33,6 +33,7 @@ import numpy as np
 
 from glassllm import Tensor
 from glassllm.autograd import cross_entropy, getitem
+from glassllm.checks import check_int, id_array
 from glassllm.layers import ATTENTION_PROBE, GlassConfig, GlassLM
 from glassllm.optim import SGD, AdamW, clip_grad_norm
 from glassllm.tokenizer import ByteTokenizer
@@ -108,7 +109,13 @@ def get_batch(
     """Random windows of ``data`` (token ids): inputs and the same windows shifted by one.
 
     Shapes: data (T,) → ids (B, n), targets (B, n), with targets[b, t] = ids[b, t+1].
+
+    Raises: TypeError if batch_size or seq_len is not an int (2.0 and True are not) or
+    data holds a non-integer id; ValueError if either is < 1 or data is too short.
     """
+    batch_size = check_int("batch_size", batch_size, minimum=1)
+    seq_len = check_int("seq_len", seq_len, minimum=1)
+    data = id_array(data, "data")
     if len(data) < seq_len + 1:
         raise ValueError(f"need at least seq_len + 1 = {seq_len + 1} tokens, got {len(data)}")
     starts = rng.integers(0, len(data) - seq_len, size=batch_size)  # (B,)

@@ -7,9 +7,11 @@ from fastapi import FastAPI
 from glassllm import float_warnings
 from glassllm.registry import OPS
 from glassllm.runtime import tune_malloc
-from service import errors, schemas
-from service.limits import ComputeSlots
-from service.routes import allow_head, contract, health, ops, pages
+from service import admission, errors, metrics, schemas
+from service.allow import AllowEveryMethod
+from service.auth import BearerToken
+from service.observability import Observability
+from service.routes import allow_head, batch, check, contract, dist, health, ops, pages
 from service.routes import eval as eval_routes
 from service.routes import train as train_routes
 from service.settings import Settings
@@ -17,7 +19,9 @@ from service.settings import Settings
 DESCRIPTION = """Runs glassllm's ops forward and backward and returns values and gradients.
 
 Arrays are JSON numbers and nested lists of float64; non-finite floats are the strings
-"NaN", "Infinity", "-Infinity". Every op, its inputs and runnable examples: `GET /api/v1/ops`.
+"NaN", "Infinity", "-Infinity"; any array may also travel exactly as
+{"dtype", "shape", "base64"} (little-endian), and "encoding": "base64" asks for answers in
+that form. Every op, its inputs and runnable examples: `GET /api/v1/ops`.
 """
 
 
@@ -27,16 +31,36 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     # response's "warnings" (H4); set here so every uvicorn worker process has it.
     float_warnings.install()
     tune_malloc()  # each worker process keeps freed NumPy buffers for reuse (runtime.py)
+    # workers × compute slots × BLAS threads ≤ CPUs: one BLAS thread per slot by default
+    from threadpoolctl import threadpool_limits
+    threadpool_limits(limits=settings.blas_threads)
     app = FastAPI(title="glassllm gradient sandbox", version="0.1.0", description=DESCRIPTION,
                   docs_url=None, redoc_url=None)
     app.state.settings = settings
-    app.state.slots = ComputeSlots(settings.max_concurrency, settings.retry_after_seconds)
+    if settings.metrics:
+        metrics.install(app)
+    app.state.admission = admission.from_settings(settings)
     errors.install(app)
-    for router in (health.router, ops.router, eval_routes.router):
+    for router in (health.router, ops.router, eval_routes.router, batch.router, check.router,
+                   dist.router):
         app.include_router(allow_head(router))       # HEAD wherever GET (the page: pages.py)
     train_routes.install(app)                        # /api/v1/train, /api/v1/model/attention
     pages.install(app, settings.static_dir)
     app.include_router(allow_head(contract.router))  # the contract, docs/*.md (H7)
+    # Middleware, innermost first: Allow on 405s, the token, CORS, then the access log and
+    # metrics around everything (issue 9).
+    app.add_middleware(AllowEveryMethod, routes=app.router.routes)
+    if settings.api_token:
+        app.add_middleware(BearerToken, token=settings.api_token)
+    if settings.cors_origin_list:
+        from starlette.middleware.cors import CORSMiddleware
+        app.add_middleware(CORSMiddleware, allow_origins=settings.cors_origin_list,
+                           allow_methods=["GET", "HEAD", "POST"],
+                           allow_headers=["Content-Type", "Authorization", "X-Request-ID",
+                                          "X-Client-ID"],
+                           expose_headers=["Retry-After", "X-Request-ID"], max_age=600)
+    app.add_middleware(Observability, access_log=settings.access_log,
+                       fmt=settings.log_format, record_metrics=settings.metrics)
 
     def openapi() -> dict:
         if app.openapi_schema is None:

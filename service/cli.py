@@ -3,12 +3,19 @@
 from __future__ import annotations
 
 import argparse
+import contextlib
+import importlib.util
+import os
+import shutil
+import tempfile
 
 from glassllm.cli import _int_type
 
 # uvicorn's own names (uvicorn.config.LOG_LEVELS), written here so a bad one is a usage
 # error before uvicorn is imported, not a KeyError traceback from inside it.
 LOG_LEVELS = ("critical", "error", "warning", "info", "debug", "trace")
+# The service extra's top-level modules (pyproject.toml), checked before uvicorn starts.
+SERVICE_MODULES = ("fastapi", "fastapi_offline", "orjson", "pydantic", "pydantic_settings")
 
 
 def _int_in(low: int, high: int | None, rule: str):
@@ -25,21 +32,65 @@ def _int_in(low: int, high: int | None, rule: str):
     return parse
 
 
+def _workers(text: str) -> int:
+    """``--workers``: a positive integer, or ``auto``: one per available CPU (cpus.py)."""
+    if text == "auto":
+        from service.cpus import available_cpus
+        return available_cpus()
+    try:
+        return _int_in(1, None, "a positive integer or 'auto'")(text)
+    except argparse.ArgumentTypeError:
+        raise argparse.ArgumentTypeError(f"must be a positive integer or 'auto', got"
+                                         f" {text!r}") from None
+
+
+@contextlib.contextmanager
+def worker_environment(workers: int):
+    """The environment the worker processes start with, restored afterwards.
+
+    ``GLASSLLM_WORKERS`` lets each worker take its share of the CPUs as compute slots;
+    with several workers, ``PROMETHEUS_MULTIPROC_DIR`` (a fresh directory, removed at
+    exit) lets /metrics sum every worker's counters (service/metrics.py).
+    """
+    saved = {k: os.environ.get(k) for k in ("GLASSLLM_WORKERS", "PROMETHEUS_MULTIPROC_DIR")}
+    made = None
+    os.environ["GLASSLLM_WORKERS"] = str(workers)
+    if workers > 1 and not os.environ.get("PROMETHEUS_MULTIPROC_DIR"):
+        made = tempfile.mkdtemp(prefix="glassllm-metrics-")
+        os.environ["PROMETHEUS_MULTIPROC_DIR"] = made
+    try:
+        yield
+    finally:
+        for key, value in saved.items():
+            if value is None:
+                os.environ.pop(key, None)
+            else:
+                os.environ[key] = value
+        if made:
+            shutil.rmtree(made, ignore_errors=True)
+
+
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(prog="glassllm-sandbox", description=__doc__)
     parser.add_argument("--host", default="127.0.0.1")
     # a port past 65535 is not an error to the OS: it binds port % 65536 (70000 → 4464)
     parser.add_argument("--port", type=_int_in(1, 65535, "a TCP port from 1 to 65535"),
                         default=8000, help="1 to 65535 (default 8000)")
-    parser.add_argument("--workers", type=_int_in(1, None, "a positive integer"), default=1,
-                        help="worker processes, ≥ 1 (default 1)")
+    parser.add_argument("--workers", type=_workers, default=1,
+                        help="worker processes, ≥ 1, or 'auto': one per CPU this container"
+                             " may use, its cgroup quota included (default 1)")
     parser.add_argument("--log-level", default="info", choices=LOG_LEVELS,
                         help="uvicorn's log level (default info)")
     args = parser.parse_args(argv)
     try:
         import uvicorn
 
-        import service.app  # noqa: F401 - fail here, with the friendly sentence
+        # Fail here, with the friendly sentence, but without importing the app: with
+        # --workers N each worker imports it, and the supervisor importing it too would
+        # add a second or so to a container's cold start (issue 13).
+        for module in SERVICE_MODULES:
+            if importlib.util.find_spec(module) is None:
+                raise ImportError(f"No module named {module!r}")
     except ImportError as exc:
         raise SystemExit(f"glassllm-sandbox needs the service extra: pip install"
                          f" 'glassllm[service]' ({exc})") from None
@@ -48,8 +99,12 @@ def main(argv: list[str] | None = None) -> None:
         Settings()              # a bad GLASSLLM_* variable stops here, named, not in a worker
     except SettingsError as exc:
         raise SystemExit(f"glassllm-sandbox: {exc}") from None
-    uvicorn.run("service.app:create_app", factory=True, host=args.host, port=args.port,
-                workers=args.workers, log_level=args.log_level, access_log=False)
+    # access_log=False: service/observability.py writes one line per request instead
+    # (with the op and the request id); GLASSLLM_ACCESS_LOG=0 turns it off.
+    with worker_environment(args.workers):
+        uvicorn.run("service.app:create_app", factory=True, host=args.host, port=args.port,
+                    workers=args.workers, log_level=args.log_level, access_log=False,
+                    timeout_graceful_shutdown=10)
 
 
 if __name__ == "__main__":

@@ -11,7 +11,8 @@ from typing import Any
 import numpy as np
 import orjson
 
-from glassllm.wire import encode_array
+from glassllm.wire import coerce, encode_array, encode_base64
+from service.errors import ApiError
 
 _ESCAPE = re.compile(rb"\\.", re.S)  # a backslash and the byte it escapes
 _NOT_STRUCTURE = bytes(c for c in range(256) if c not in b'[]{}"')
@@ -43,6 +44,40 @@ def encode_value(arr: np.ndarray) -> Any:
     if arr.ndim == 0 or not np.isfinite(arr).all():
         return encode_array(arr)
     return np.ascontiguousarray(arr)
+
+
+# How an answer's arrays travel (issue 12): every compute route reads the request's
+# "encoding" with `encoding_of` and writes its arrays with `encode_as` / `computed`.
+ENCODINGS = ("json", "base64")
+
+
+def encoding_of(body: Any, op: str | None = None) -> str:
+    """The body's ``"encoding"``: ``"json"`` (default) or ``"base64"``; else 422."""
+    encoding = body.get("encoding", "json") if isinstance(body, dict) else "json"
+    if encoding not in ENCODINGS:
+        raise ApiError(422, "invalid_request", "'encoding' must be \"json\" or \"base64\"",
+                       op=op, input="encoding")
+    return encoding
+
+
+def encode_as(arr: Any, encoding: str) -> Any:
+    """One answer array: `encode_value` for ``"json"``, ``{"dtype", "shape", "base64"}`` for
+    ``"base64"``. `arr` is a NumPy result, or the wire JSON of an expression's answer
+    (`glassllm.expr.evaluate`), which ``"json"`` leaves as it is."""
+    if encoding == "base64":
+        if not isinstance(arr, np.ndarray):
+            arr = coerce("tensor", "value", arr)             # exact: the wire round-trips
+        return encode_base64(np.asarray(arr, dtype=np.float64))
+    return encode_value(arr) if isinstance(arr, np.ndarray) else arr
+
+
+def computed(value: np.ndarray, grads: dict[str, np.ndarray], warnings: list[str],
+             encoding: str, **head: Any) -> dict:
+    """The answer of one computation (H2): `head` (an op's name), then value, shape, grads
+    and warnings, arrays in `encoding`."""
+    return {**head, "value": encode_as(value, encoding), "shape": list(np.shape(value)),
+            "grads": {name: encode_as(g, encoding) for name, g in grads.items()},
+            "warnings": warnings}
 
 
 def dumps(obj: Any) -> bytes:

@@ -1,9 +1,14 @@
-"""One op request, start to finish, in a worker thread (SPEC H2, H4, H5, H6).
+"""One op request, start to finish (SPEC H2, H4, H5, H6), in the library's two steps.
 
-The envelope is read here; every other check is `glassllm.registry.prepare`'s: coerce
-inputs (422) → shape plan (400) → limits from shapes (413) → requires_grad and
-grad_output against the planned shape (422). Then `run`: forward + backward with NumPy's
-floating-point warnings captured for this request only → the response bytes.
+`prepare_body`: the envelope is read here; every other check is
+`glassllm.registry.prepare`'s: coerce inputs, binary arrays decoded there after their
+declared size is checked (422 / 413) → shape plan (400) → limits from shapes (413) →
+requires_grad and grad_output against the planned shape (422). Its `Prepared.cost` is what
+the request waits for a slot with (service/admission.py).
+`answer`, in a worker thread inside the slot: `run_prepared` (forward + backward with
+NumPy's floating-point warnings captured for this request only) → the response bytes, its
+arrays in the asked ``encoding`` (`service.codec`). The batch and check routes
+(`service.case`) call the same two steps.
 """
 
 from __future__ import annotations
@@ -13,22 +18,25 @@ from typing import Any
 from glassllm import float_warnings, registry
 from glassllm.errors import InputError
 from glassllm.float_warnings import FloatWarnings
-from glassllm.registry import Op
-from service.codec import dumps, encode_value
+from glassllm.registry import Op, Prepared
+from service.codec import computed, dumps
 from service.errors import ApiError
 from service.settings import Settings
 
+FIELDS = ("inputs", "requires_grad", "grad_output", "encoding")
+
 
 def parse_envelope(op: Op, body: Any) -> tuple[dict, list[str] | None, Any]:
-    """The request object: {"inputs": {...}, "requires_grad": [...], "grad_output": ...}."""
+    """The request object: {"inputs": {...}, "requires_grad": [...], "grad_output": ...,
+    "encoding": "json" | "base64"} (the encoding is read by `service.codec.encoding_of`)."""
     if not isinstance(body, dict):
         raise ApiError(422, "invalid_request", "the body must be a JSON object"
                        ' {"inputs": {...}, "requires_grad": [...], "grad_output": ...}',
                        op=op.name, input="request body")
-    extra = sorted(set(body) - {"inputs", "requires_grad", "grad_output"})
+    extra = sorted(set(body) - set(FIELDS))
     if extra:
         raise ApiError(422, "invalid_request", f"unknown field '{extra[0]}'; the fields are"
-                       " inputs, requires_grad, grad_output", op=op.name, input=extra[0])
+                       f" {', '.join(FIELDS)}", op=op.name, input=extra[0])
     inputs = body.get("inputs")
     if not isinstance(inputs, dict):
         raise ApiError(422, "invalid_request", "'inputs' must be an object of input name →"
@@ -41,30 +49,40 @@ def parse_envelope(op: Op, body: Any) -> tuple[dict, list[str] | None, Any]:
     return inputs, rg, body.get("grad_output")
 
 
-def run_op_body(op: Op, body: Any, maybe_bools: bool, settings: Settings) -> bytes:
-    """Run in a worker thread: `prepare` (every check), then `run` (compute only).
+def prepare_body(op: Op, body: Any, maybe_bools: bool, settings: Settings) -> Prepared:
+    """The envelope, then `glassllm.registry.prepare` under the service's one `Limits`: every
+    check, no compute; the result's ``cost`` (elements, multiply-adds) decides the admission
+    lane (service/admission.py).
 
     A refusal is the library's `InputError` (named op and input), mapped to its status by
     the app's exception handlers (`service.errors`).
     """
     try:
         inputs, requires_grad, grad_output = parse_envelope(op, body)
-        prepared = registry.prepare(op, inputs, requires_grad, grad_output, settings.limits,
-                                    maybe_bools=maybe_bools)
-        fw = FloatWarnings()
-
-        def forward_backward() -> registry.RunResult:
-            with fw:
-                return registry.run(prepared)
-
-        result = float_warnings.run_recording(forward_backward, fw.messages)
+        return registry.prepare(op, inputs, requires_grad, grad_output, settings.limits,
+                                maybe_bools=maybe_bools)
     except InputError as exc:
         exc.op = op.name
         raise
-    return dumps({
-        "op": op.name,
-        "value": encode_value(result.value),
-        "shape": list(result.value.shape),
-        "grads": {name: encode_value(grad) for name, grad in result.grads.items()},
-        "warnings": fw.messages,
-    })
+
+
+def run_prepared(prepared: Prepared) -> tuple[registry.RunResult, list[str]]:
+    """`glassllm.registry.run` (compute only), with NumPy's float warnings of this run."""
+    fw = FloatWarnings()
+
+    def forward_backward() -> registry.RunResult:
+        with fw:
+            return registry.run(prepared)
+
+    try:
+        result = float_warnings.run_recording(forward_backward, fw.messages)
+    except InputError as exc:
+        exc.op = prepared.op.name
+        raise
+    return result, fw.messages
+
+
+def answer(prepared: Prepared, encoding: str) -> bytes:
+    """Run in a worker thread, inside a compute slot: the response bytes of one op call."""
+    result, warnings = run_prepared(prepared)
+    return dumps(computed(result.value, result.grads, warnings, encoding, op=prepared.op.name))

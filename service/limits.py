@@ -1,11 +1,13 @@
 """Limits enforced around every computation (SPEC H5): body size while reading, JSON depth
-before parsing, and a cap on concurrent computations (503 + Retry-After)."""
+before parsing. The cap on concurrent computations is service/admission.py."""
 
 from __future__ import annotations
 
-import threading
+import functools
+from collections.abc import Callable
 from typing import Any
 
+import anyio.to_thread
 import orjson
 from starlette.requests import Request
 
@@ -59,6 +61,18 @@ async def read_json(request: Request, settings: Settings, op: str | None = None,
     if not body.strip():
         raise ApiError(422, "invalid_request", f"the body is empty; send {send}", op=op,
                        input="request body")
+    if len(body) > OFF_LOOP_BYTES:       # a 2.6 MB matmul body takes ~10 ms to decode
+        return await _in_thread(request, _parse, body, settings, op)
+    return _parse(body, settings, op)
+
+
+# Bodies (and prepare steps) past this size are decoded in a worker thread, so one big
+# request does not stall every other request on the event loop; small ones stay inline
+# (a thread hop costs more than decoding a few kB).
+OFF_LOOP_BYTES = 64 * 1024
+
+
+def _parse(body: bytes, settings: Settings, op: str | None) -> tuple[Any, bool]:
     check_depth(body, settings, op=op)
     try:
         parsed = orjson.loads(body)
@@ -68,22 +82,24 @@ async def read_json(request: Request, settings: Settings, op: str | None = None,
     return parsed, b"true" in body or b"false" in body
 
 
-class ComputeSlots:
-    """At most `n` computations at once; a request that finds none free is told to retry."""
+async def off_loop(request: Request, fn: Callable, *args: Any) -> Any:
+    """``fn(*args)`` in a worker thread when the request's body is large, else inline."""
+    size = request.headers.get("content-length", "")
+    if size.isdigit() and int(size) <= OFF_LOOP_BYTES:
+        return fn(*args)
+    return await _in_thread(request, fn, *args)
 
-    def __init__(self, n: int, retry_after: int):
-        self._sem = threading.BoundedSemaphore(n)
-        self.capacity, self.retry_after = n, retry_after
-        self.busy = 0
 
-    def __enter__(self) -> ComputeSlots:
-        if not self._sem.acquire(blocking=False):
-            raise ApiError(503, "busy", f"all {self.capacity} compute slots are busy; retry"
-                           " shortly (GLASSLLM_MAX_CONCURRENCY)",
-                           headers={"Retry-After": str(self.retry_after)})
-        self.busy += 1
-        return self
-
-    def __exit__(self, *exc) -> None:
-        self.busy -= 1
-        self._sem.release()
+async def _in_thread(request: Request, fn: Callable, *args: Any) -> Any:
+    """In a worker thread, at most 2 × compute slots at once: a decoded body is ~4x its
+    bytes in Python objects, so an overload of big bodies must not decode 40 at a time."""
+    app = request.scope.get("app")
+    state = app.state if app is not None else None
+    limiter = getattr(state, "decode_limiter", None)
+    if limiter is None:
+        slots = state.admission.capacity if state is not None and hasattr(state, "admission") \
+            else 1
+        limiter = anyio.CapacityLimiter(2 * slots)
+        if state is not None:
+            state.decode_limiter = limiter
+    return await anyio.to_thread.run_sync(functools.partial(fn, *args), limiter=limiter)

@@ -11,7 +11,7 @@ from typing import Any
 from pydantic import BaseModel, Field
 
 from glassllm.registry import Op
-from glassllm.wire import NONFINITE_IN
+from glassllm.wire import BASE64_DTYPES, NONFINITE_IN
 
 NONFINITE = {"type": "string", "enum": sorted(NONFINITE_IN)}
 
@@ -19,16 +19,36 @@ NONFINITE = {"type": "string", "enum": sorted(NONFINITE_IN)}
 COMPONENTS: dict[str, dict] = {
     "NonFinite": NONFINITE,
     "Float": {"anyOf": [{"type": "number"}, {"$ref": "#/components/schemas/NonFinite"}]},
-    "FloatArray": {"description": "float64: a number, a non-finite token, or nested lists",
-                   "anyOf": [{"$ref": "#/components/schemas/Float"},
-                             {"type": "array",
-                              "items": {"$ref": "#/components/schemas/FloatArray"}}]},
-    "IntArray": {"description": "integers or nested lists of integers (1.5, true, \"3\" refused)",
-                 "anyOf": [{"type": "integer"},
-                           {"type": "array", "items": {"$ref": "#/components/schemas/IntArray"}}]},
-    "BoolMask": {"description": "booleans or nested lists of booleans (0 / 1 accepted)",
+    "Base64Array": {
+        "description": "an exact binary array (issue 12): the little-endian bytes of the array"
+                       " in C order, base64-encoded; prod(shape) * itemsize bytes",
+        "type": "object", "required": ["dtype", "shape", "base64"],
+        "additionalProperties": False, "properties": {
+            "dtype": {"enum": sorted(BASE64_DTYPES)},
+            "shape": {"type": "array", "items": {"type": "integer", "minimum": 0}},
+            "base64": {"type": "string", "contentEncoding": "base64"}}},
+    "FloatList": {"description": "float64: a number, a non-finite token, or nested lists",
+                  "anyOf": [{"$ref": "#/components/schemas/Float"},
+                            {"type": "array",
+                             "items": {"$ref": "#/components/schemas/FloatList"}}]},
+    "FloatArray": {"description": "float64: nested lists (FloatList) or a binary array"
+                                  " (Base64Array, dtype float64 or float32)",
+                   "anyOf": [{"$ref": "#/components/schemas/FloatList"},
+                             {"$ref": "#/components/schemas/Base64Array"}]},
+    "IntList": {"description": "integers or nested lists of integers (1.5, true, \"3\" refused)",
+                "anyOf": [{"type": "integer"},
+                          {"type": "array", "items": {"$ref": "#/components/schemas/IntList"}}]},
+    "IntArray": {"description": "nested lists (IntList) or a binary array (Base64Array, dtype"
+                                " int64 or int32)",
+                 "anyOf": [{"$ref": "#/components/schemas/IntList"},
+                           {"$ref": "#/components/schemas/Base64Array"}]},
+    "BoolList": {"description": "booleans or nested lists of booleans (0 / 1 accepted)",
                  "anyOf": [{"type": "boolean"},
-                           {"type": "array", "items": {"$ref": "#/components/schemas/BoolMask"}}]},
+                           {"type": "array", "items": {"$ref": "#/components/schemas/BoolList"}}]},
+    "BoolMask": {"description": "nested lists (BoolList) or a binary array (Base64Array, dtype"
+                                " bool: one byte 0 or 1 per element)",
+                 "anyOf": [{"$ref": "#/components/schemas/BoolList"},
+                           {"$ref": "#/components/schemas/Base64Array"}]},
     "IndexItem": {"anyOf": [{"type": "integer"}, {"type": "null"}, {"const": "..."},
                             {"type": "object", "additionalProperties": False, "properties": {
                                 "start": {"type": ["integer", "null"]},
@@ -79,6 +99,9 @@ def request_schema(op: Op) -> dict:
         body["properties"]["grad_output"] = {
             "anyOf": [{"type": "null"}, {"$ref": "#/components/schemas/FloatArray"}],
             "description": "the incoming gradient, shaped like the output; default: ones"}
+    body["properties"]["encoding"] = {
+        "enum": ["json", "base64"], "default": "json",
+        "description": "how the answer's arrays travel: nested lists, or Base64Array"}
     return body
 
 
@@ -135,7 +158,8 @@ class OpList(BaseModel):
 class Computed(BaseModel):
     """What every compute route answers; arrays in the wire format (H3)."""
 
-    value: Any = Field(description="a JSON number for a 0-d output, else nested lists")
+    value: Any = Field(description="a JSON number for a 0-d output, else nested lists; a"
+                                   " Base64Array with \"encoding\": \"base64\"")
     shape: list[int]
     grads: dict[str, Any] = Field(description="one array per input that requires grad")
     warnings: list[str]
@@ -166,5 +190,24 @@ class Health(BaseModel):
 class Ready(BaseModel):
     status: str
     ops: int
-    busy: int
-    capacity: int
+    busy: int = Field(description="compute slots in use in this worker process")
+    capacity: int = Field(description="compute slots of this worker process")
+    waiting: int = Field(description="requests of this worker waiting for a slot")
+
+
+class BatchResult(BaseModel):
+    """``POST /api/v1/batch``: one answer per case, in order: a result or ``{"error"}``."""
+
+    results: list[dict[str, Any]]
+
+
+class CheckResult(BaseModel):
+    """``POST /api/v1/check``: a report per claimed array (`glassllm.grade.compare`)."""
+
+    passed: bool
+    value: dict[str, Any] | None
+    grads: dict[str, dict[str, Any]]
+    rtol: float
+    atol: float
+    reveal: bool
+    warnings: list[str]

@@ -7,9 +7,8 @@ a `SettingsError` that names the variable, the value and the rule.
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
-from typing import Annotated, Any
+from typing import Annotated, Any, Literal
 
 from pydantic import Field, ValidationError, field_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
@@ -29,7 +28,17 @@ def _positive(le: int) -> Any:
     return Field(ge=1, le=le)
 
 
-class Settings(BaseSettings):
+class StrictSettings(BaseSettings):
+    """GLASSLLM_* settings whose bad value stops the sandbox with one named message."""
+
+    def __init__(self, **values: Any) -> None:
+        try:
+            super().__init__(**values)
+        except ValidationError as exc:
+            raise SettingsError(describe(exc)) from None
+
+
+class Settings(StrictSettings):
     model_config = SettingsConfigDict(env_prefix=ENV_PREFIX, frozen=True)
 
     max_body_bytes: Annotated[int, _positive(GiB)] = 8 * 1024 * 1024
@@ -43,15 +52,40 @@ class Settings(BaseSettings):
     """Elements of the output and of every large intermediate, from shapes, before work (413)."""
     max_matmul_madds: Annotated[int, _positive(10**15)] = DEFAULT.max_matmul_madds
     """Multiply-adds of every matmul of a request, forward + backward (3x the forward), 413."""
-    max_concurrency: Annotated[int, _positive(1024)] = 2 * (os.cpu_count() or 1)
-    """Computations running at once; more are refused with 503 and Retry-After."""
+    max_concurrency: Annotated[int, _positive(1024)] | None = None
+    """Compute slots of one worker process: computations running at once; more wait in the
+    queue. Default: the CPUs (service/cpus.py, cgroup-quota aware) divided by `workers`."""
+    workers: Annotated[int, _positive(1024)] = 1
+    """Worker processes; ``glassllm-sandbox --workers`` sets it for the workers it starts."""
+    max_queue: Annotated[int, Field(ge=0, le=100_000)] = 256
+    """Requests of one worker waiting for a slot; one more is refused at once (503)."""
+    queue_timeout_s: Annotated[float, Field(gt=0, le=600)] = 5.0
+    """Longest wait for a slot, in seconds; then 503 with Retry-After."""
+    large_cost: Annotated[int, _positive(10**15)] = 1_000_000
+    """A request whose planned cost (elements + multiply-adds) exceeds this is large: large
+    requests never hold every slot, and small ones are admitted first."""
     retry_after_seconds: Annotated[int, _positive(3600)] = 1
     """The Retry-After of a 503."""
+    blas_threads: Annotated[int, _positive(256)] = 1
+    """BLAS / OpenMP threads per worker process (threadpoolctl)."""
+    log_format: Literal["plain", "json"] = "plain"
+    """The access log: one line per request, plain text or JSON."""
+    access_log: bool = True
+    """One access-log line per request (method, path, op, status, duration, request id)."""
+    metrics: bool = True
+    """Prometheus metrics at /metrics (0: off, no /metrics route)."""
+    cors_origins: str = ""
+    """Comma-separated origins allowed to call the API from a browser; empty: CORS off."""
+    api_token: str | None = None
+    """When set, every POST /api/v1/... needs ``Authorization: Bearer <token>`` (401)."""
     max_expression_length: Annotated[int, _positive(1_000_000)] = DEFAULT.max_length
     """Characters of a /api/v1/eval expression (422 above)."""
     max_check_elements: Annotated[int, Field(ge=0, le=1_000_000)] = DEFAULT.max_check_elements
     """Elements finite-differenced by /api/v1/eval's "check": true (413 above; 0: no check).
     Check's total work, 2 forward passes per element, is held to max_matmul_madds too."""
+    max_batch: Annotated[int, _positive(10_000)] = 64
+    """Cases of one POST /api/v1/batch (413 above); all of them together are also held to
+    max_matmul_madds of planned work (elements plus multiply-adds)."""
     static_dir: Path | None = None
     """Where the page lives; default: the copy shipped in the wheel, else the repo's static/."""
 
@@ -63,6 +97,18 @@ class Settings(BaseSettings):
         return value
 
     @property
+    def compute_slots(self) -> int:
+        """`max_concurrency`, or this worker's share of the CPUs (at least 1)."""
+        if self.max_concurrency is not None:
+            return self.max_concurrency
+        from service.cpus import available_cpus
+        return max(1, available_cpus() // self.workers)
+
+    @property
+    def cors_origin_list(self) -> list[str]:
+        return [o.strip() for o in self.cors_origins.split(",") if o.strip()]
+
+    @property
     def limits(self) -> Limits:
         """The library's `Limits` of one request, from these settings."""
         same = ("max_array_elements", "max_result_elements", "max_matmul_madds",
@@ -70,12 +116,6 @@ class Settings(BaseSettings):
         return Limits(**{name: getattr(self, name) for name in same},
                       max_length=self.max_expression_length,
                       max_graph_elements=self.max_result_elements)
-
-    def __init__(self, **values: Any) -> None:
-        try:
-            super().__init__(**values)
-        except ValidationError as exc:
-            raise SettingsError(describe(exc)) from None
 
 
 def describe(exc: ValidationError) -> str:

@@ -6,15 +6,15 @@ removed whole; a bad value stops the app at startup with a `SettingsError` namin
 
 from __future__ import annotations
 
-from typing import Annotated, Any
+from typing import Annotated
 
-from pydantic import Field, ValidationError
-from pydantic_settings import BaseSettings, SettingsConfigDict
+from pydantic import Field
+from pydantic_settings import SettingsConfigDict
 
-from service.settings import ENV_PREFIX, SettingsError, describe
+from service.settings import ENV_PREFIX, StrictSettings
 
 
-class TrainSettings(BaseSettings):
+class TrainSettings(StrictSettings):
     model_config = SettingsConfigDict(env_prefix=ENV_PREFIX, frozen=True, extra="ignore")
 
     max_training_runs: Annotated[int, Field(ge=0, le=64)] = 2
@@ -30,9 +30,3 @@ class TrainSettings(BaseSettings):
     """Wall time of one run; past it the run stops with an ``error`` event naming it."""
     max_train_batch: Annotated[int, Field(ge=1, le=4096)] = 64
     """Windows per step (422 above)."""
-
-    def __init__(self, **values: Any) -> None:
-        try:
-            super().__init__(**values)
-        except ValidationError as exc:
-            raise SettingsError(describe(exc)) from None

@@ -42,7 +42,7 @@ def cited_clause_ids() -> set[str]:
     found = set()
     for folder in ("glassllm", "service", "static", "tests"):
         for path in (ROOT / folder).rglob("*"):
-            if "vendor" in path.parts:  # third-party files (axe-core, layout libraries) cite no clauses
+            if "vendor" in path.parts:  # third-party files (axe-core and such) cite no clauses
                 continue
             if path.suffix in {".py", ".js", ".html", ".css"} and path.is_file():
                 found |= set(CLAUSE_ID.findall(path.read_text(encoding="utf-8")))
@@ -150,7 +150,7 @@ def codes_in_docs() -> dict[str, str]:
 
 def test_the_error_table_lists_every_code_the_code_can_give():
     in_code, in_docs = codes_in_code(), codes_in_docs()
-    assert {"invalid_input", "shape_error", "busy", "unknown_op"} <= set(in_code)  # the scan
+    assert {"invalid_input", "shape_error", "queue_full", "unknown_op"} <= set(in_code)  # the scan
     assert set(in_code) == set(in_docs), (
         f"missing from docs/http.md: {sorted(set(in_code) - set(in_docs))};"
         f" documented but never given: {sorted(set(in_docs) - set(in_code))}")
@@ -211,5 +211,8 @@ def test_the_settings_table_is_read_from_the_settings():
     text = TestClient(create_app()).get("/docs/contract/http").text
     for name in Settings.model_fields:
         assert f"<code>{ENV_PREFIX}{name.upper()}</code>" in text, name
-    assert "<td><code>2 * (os.cpu_count() or 1)</code></td>" in text
+    assert "<td><code>DEFAULT.max_array_elements</code></td>" in text
+    # issue 9: the compute slots default to the CPUs / workers, computed at start-up
+    assert ("<td><code>GLASSLLM_MAX_CONCURRENCY</code></td>\n<td><code>None</code></td>"
+            in text) and "divided by <code>workers</code>" in text
     assert "<!-- settings -->" not in text

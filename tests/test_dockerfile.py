@@ -18,11 +18,39 @@ pytestmark = pytest.mark.slow
 
 def test_dockerfile_uses_the_shared_steps():
     text = (ROOT / "Dockerfile").read_text()
-    assert re.search(r"^FROM python:3\.\d+-slim", text, re.M)
+    assert re.search(r"^ARG BASE=python:3\.\d+-slim$", text, re.M)   # a local base may replace it
     assert text.index("install.sh deps") < text.index("COPY . .") < text.index("install.sh app")
-    assert re.search(r"^USER (?!root)\w+", text, re.M)
-    assert re.search(r'^CMD \["glassllm-sandbox", "--host", "0\.0\.0\.0"', text, re.M)
-    assert "HEALTHCHECK" in text and "/healthz" in text
+    assert re.search(r"^USER (?!root|0\b)\w+", text, re.M)
+    assert re.search(r'^CMD \["glassllm-sandbox", "--host", "0\.0\.0\.0", "--port", "8000", '
+                     r'"--workers", "auto"\]$', text, re.M)
+    assert re.search(r'^    CMD \["python", "-c", ".*/healthz', text, re.M)  # exec form, no curl
+
+
+def test_dockerfile_is_multi_stage_and_the_final_stage_downloads_nothing():
+    """Issue 13: the builder downloads (with the build machine's CA as a BuildKit secret);
+    the image is the base, /opt/venv and a user: no pip, no compiler, no machine's CA."""
+    text = (ROOT / "Dockerfile").read_text()
+    stages = re.split(r"^FROM ", text, flags=re.M)[1:]
+    assert [s.split("\n", 1)[0] for s in stages] == ["${BASE} AS builder", "${BASE}"]
+    final = stages[1]
+    assert "COPY --from=builder /opt/venv /opt/venv" in final
+    assert [line for line in final.splitlines() if line.startswith("RUN")] == [
+        "RUN useradd --system --uid 10001 --no-create-home --home-dir /nonexistent \\"]
+    assert text.count("--mount=type=secret,id=pip_ca") == 2           # only the pip steps
+    assert "ca-certificates.crt" not in text and "/etc/ssl" not in text
+    # every GLASSLLM_* setting reaches the sandbox from `docker run -e`: none is pinned here
+    assert not re.search(r"^(ENV|ARG) .*GLASSLLM_", text, re.M)
+
+
+def test_install_uses_the_lock_with_hashes():
+    script = (ROOT / "docker" / "install.sh").read_text()
+    assert "--require-hashes" in script and "requirements/service.lock" in script
+    lock = (ROOT / "requirements" / "service.lock").read_text()
+    pinned = re.findall(r"^([a-z0-9._-]+)==", lock, re.M)
+    assert {"numpy", "fastapi", "uvicorn", "orjson", "pydantic", "fastapi-offline"} <= set(pinned)
+    assert lock.count("==") == len(pinned) <= lock.count("--hash=sha256:")
+    assert not re.search(r"^--(extra-)?index-url|^--find-links|file://", lock, re.M)  # no
+    # machine's index: the image and CI use whatever index their machine is given
 
 
 def test_wheel_install_and_start_in_a_fresh_venv(tmp_path: Path):
@@ -42,3 +70,32 @@ def test_wheel_install_and_start_in_a_fresh_venv(tmp_path: Path):
         assert r.json()["value"] == [[0.5, 0.5]]
         assert "<html" in httpx.get(f"{url}/").text.lower()
         assert httpx.get(f"{url}/docs-assets/swagger-ui.css").status_code == 200
+
+
+@pytest.mark.parametrize(("lock", "extras"), [
+    ("service.lock", ("service",)),
+    ("test.lock", ("service", "train", "test")),
+])
+def test_each_lock_pins_every_dependency_of_pyproject(lock, extras):
+    """A dependency added to pyproject.toml without `make lock` fails here, named, rather
+    than as an ImportError in the image or in CI (issue 13: installs come from the locks)."""
+    import tomllib
+
+    from packaging.requirements import Requirement
+    from packaging.utils import canonicalize_name
+
+    project = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
+    wanted = [Requirement(r) for r in project["dependencies"]]
+    for extra in extras:
+        wanted += [Requirement(r) for r in project["optional-dependencies"][extra]]
+    text = (ROOT / "requirements" / lock).read_text()
+    pinned = {canonicalize_name(n): v for n, v in re.findall(r"^([A-Za-z0-9._-]+)==(\S+)", text,
+                                                           re.M)}
+    for req in wanted:
+        name = canonicalize_name(req.name)
+        if name == "glassllm":                       # the test extra names its own extras
+            continue
+        assert name in pinned, f"{req.name} is not in requirements/{lock}: run make lock"
+        assert req.specifier.contains(pinned[name], prereleases=True), (
+            f"requirements/{lock} pins {req.name}=={pinned[name]}, pyproject.toml wants"
+            f" {req}: run make lock")

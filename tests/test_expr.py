@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import json
 import math
-import time
 
 import numpy as np
 import pytest
@@ -248,22 +247,23 @@ def test_check_is_refused_above_its_element_limit(client):
         == 3000.0
 
 
-def test_check_work_is_bounded_by_the_multiply_add_limit(client):
+def test_check_work_is_bounded_by_the_multiply_add_limit(client, never_runs):
     """H5 (QA pass 3, defect 3): x of 2000 elements under a 3e8 multiply-add matmul took
     29 s with check (4000 forward passes) and 0.6 s without; refused before computing."""
     variables = {"x": np.full(2000, 0.5).tolist(),            # ones and halves: a short body
                  "A": {"value": np.ones((1000, 500)).tolist(), "requires_grad": False},
                  "B": {"value": np.ones((500, 600)).tolist(), "requires_grad": False}}
     expression = "((x.sum()*A)@B).sum()"
-    start = time.perf_counter()
     err = post(client, {"expression": expression, "variables": variables, "check": True},
-               status=413)["error"]
-    assert time.perf_counter() - start < 5.0                  # parsing the body, no compute
+               status=413)["error"]                           # never_runs: no compute
     assert err["input"] == "check" and err["code"] == "too_large"
     assert err["message"].startswith("check would finite-difference 2000 elements with 2"
                                      " forward passes each, ")
     assert "the limit is 1000000000 (SPEC H5)" in err["message"]
+    assert never_runs == []                                   # refused before any forward
     assert post(client, {"expression": expression, "variables": variables})["shape"] == []
+    assert never_runs == [1]                                  # without check: one forward
+    never_runs.clear()
 
 
 def test_check_work_counts_multiply_adds_elements_and_nodes():
@@ -355,9 +355,12 @@ HOSTILE = [
 
 @pytest.fixture
 def never_runs(monkeypatch):
+    # patched where evaluation looks it up (glassllm.expr.evaluation), not the re-export
+    from glassllm.expr import evaluation
+
     calls = []
-    real = E._forward
-    monkeypatch.setattr(E, "_forward", lambda *a, **k: calls.append(1) or real(*a, **k))
+    real = evaluation._forward
+    monkeypatch.setattr(evaluation, "_forward", lambda *a, **k: calls.append(1) or real(*a, **k))
     yield calls
     assert calls == [], "a refused expression must not be executed"
 
@@ -429,9 +432,7 @@ def test_huge_results_are_refused_from_shapes(client, never_runs):
 
 def test_power_towers_are_bounded(client):
     """`2 ** 10 ** 10` is float64 arithmetic on constants: inf with a warning, in no time."""
-    start = time.perf_counter()
     body = post(client, {"expression": "2 ** 10 ** 10", "variables": {}})
-    assert time.perf_counter() - start < 1.0
     assert body["value"] == "Infinity"
     assert any("overflow" in w for w in body["warnings"])
     body = post(client, {"expression": "x ** 1e308 ** 1e308", "variables": {"x": [2.0]}})

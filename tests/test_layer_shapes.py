@@ -10,14 +10,12 @@ answers a mismatch with a 400 naming that one input, before any work.
 
 from __future__ import annotations
 
-import time
-
 import numpy as np
 import orjson
 import pytest
 from fastapi.testclient import TestClient
 
-from glassllm import Tensor
+from glassllm import Tensor, layers
 from glassllm import registry as R
 from glassllm.layers import (
     attention,
@@ -60,16 +58,22 @@ def refusal(fn, *args) -> ShapeError:
 # the library: each functional form checks its weights (L7)
 # --------------------------------------------------------------------------------------
 
-def test_block_refuses_a_norm_gain_numpy_would_broadcast():
-    """QA: ffn_norm (20000, 1, 1, 2) made a (20000, 1, 3, 2) output with a 60M hidden."""
-    start = time.perf_counter()
+def test_block_refuses_a_norm_gain_numpy_would_broadcast(monkeypatch):
+    """QA: ffn_norm (20000, 1, 1, 2) made a (20000, 1, 3, 2) output with a 60M hidden.
+    Refused before work: the block's RMSNorm never runs for these."""
+    real_rms_norm = layers.rms_norm
+
+    def no_forward(*args, **kwargs):
+        raise AssertionError("the block's forward ran for weights its rule refuses")
+
+    monkeypatch.setattr(layers, "rms_norm", no_forward)
     err = refusal(call_block, block_inputs(ffn_norm=np.ones((20000, 1, 1, 2))))
     assert err.input == "ffn_norm"
     assert str(err) == ("ffn_norm must have shape (d,) = (2,) for x of shape (1, 3, 2);"
                         " got (20000, 1, 1, 2)")
     err = refusal(call_block, block_inputs(attn_norm=np.ones((200000, 1, 1, 2))))
     assert err.input == "attn_norm" and "got (200000, 1, 1, 2)" in str(err)
-    assert time.perf_counter() - start < 1.0                             # refused before work
+    monkeypatch.setattr(layers, "rms_norm", real_rms_norm)
     assert call_block(block_inputs()).shape == (1, 3, 2)                 # the contract holds
 
 
@@ -159,9 +163,15 @@ def test_plan_refuses_what_the_library_refuses():
 
 @pytest.mark.parametrize("name,shape", [("ffn_norm", (20000, 1, 1, 2)),
                                         ("attn_norm", (200000, 1, 1, 2))])
-def test_block_with_a_broadcasting_gain_is_400_before_work(client, name, shape):
-    """QA: 200 after 9.8 s with a (20000, 1, 3, 2) output; 400 "too many values to unpack"."""
-    start = time.perf_counter()
+def test_block_with_a_broadcasting_gain_is_400_before_work(client, name, shape, monkeypatch):
+    """QA: 200 after 9.8 s with a (20000, 1, 3, 2) output; 400 "too many values to unpack".
+
+    "Before work" is shown by structure, not by a clock: the layer's forward (its RMSNorm)
+    must never run for a refused request."""
+    def no_forward(*args, **kwargs):
+        raise AssertionError("the block's forward ran for a request its plan refuses")
+
+    monkeypatch.setattr(layers, "rms_norm", no_forward)
     r = post(client, "/api/v1/ops/transformer_block",
              {"inputs": block_inputs(**{name: np.ones(shape)})})
     assert r.status_code == 400, r.text[:300]
@@ -169,7 +179,6 @@ def test_block_with_a_broadcasting_gain_is_400_before_work(client, name, shape):
     assert err["input"] == name and err["code"] == "shape_error"
     assert err["message"] == (f"transformer_block: {name} must have shape (d,) = (2,) for x of"
                               f" shape (1, 3, 2); got {shape}")
-    assert time.perf_counter() - start < 5.0                  # parsing 200k numbers, no compute
     variables = {k: v for k, v in block_inputs(**{name: np.ones(shape)}).items()
                  if k not in ("n_heads", "n_kv_heads")}
     expression = ("transformer_block(x, attn_norm, wq, wk, wv, wo, ffn_norm, w1, w2, w3, 1, 1,"

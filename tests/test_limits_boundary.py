@@ -288,7 +288,7 @@ def test_graph_elements_of_exactly_max_graph_elements_are_evaluated_and_one_more
 
 
 # --------------------------------------------------------------------------------------
-# GLASSLLM_MAX_CHECK_ELEMENTS (413), GLASSLLM_MAX_CONCURRENCY and RETRY_AFTER_SECONDS (503)
+# GLASSLLM_MAX_CHECK_ELEMENTS (413), GLASSLLM_MAX_CONCURRENCY, MAX_QUEUE, RETRY_AFTER_SECONDS (503)
 # --------------------------------------------------------------------------------------
 
 @pytest.mark.parametrize("limit", [1, 3])
@@ -316,20 +316,45 @@ def test_max_check_elements_zero_refuses_every_check():
 
 @pytest.mark.parametrize("capacity", [1, 2])
 def test_max_concurrency_slots_are_all_usable_and_the_next_request_is_503(capacity):
-    app = create_app(Settings(max_concurrency=capacity, retry_after_seconds=7))
-    slots = app.state.slots
+    """Issue 9 made the slots queue: with GLASSLLM_MAX_QUEUE=0 nothing may wait, so the
+    request after the last slot is refused at once (503 queue_full + Retry-After). Slots
+    are held by tasks on the app's loop, released by events the test sets."""
+    app = create_app(Settings(max_concurrency=capacity, max_queue=0, retry_after_seconds=7))
+    adm = app.state.admission
     with TestClient(app) as c:
-        held = [slots.__enter__() for _ in range(capacity - 1)]
+        release = c.portal.call(_new_event)
+        held = [c.portal.start_task_soon(_hold, adm, release) for _ in range(capacity - 1)]
+        c.portal.call(_until, lambda: adm.running == capacity - 1)
         at = post(c, "/api/v1/ops/neg", {"inputs": {"a": [1.0]}})     # takes the last slot
-        slots.__enter__()                                                # now every slot
+        held.append(c.portal.start_task_soon(_hold, adm, release))       # now every slot
+        c.portal.call(_until, lambda: adm.running == capacity)
         over = post(c, "/api/v1/ops/neg", {"inputs": {"a": [1.0]}})
         over_eval = post(c, "/api/v1/eval", {"expression": "x", "variables": {"x": [1.0]}})
-        for _ in range(len(held) + 1):
-            slots.__exit__(None, None, None)
+        c.portal.call(release.set)
+        for task in held:
+            task.result()
         after = post(c, "/api/v1/ops/neg", {"inputs": {"a": [1.0]}})
     assert at.status_code == 200 and after.status_code == 200
     for r in (over, over_eval):
         assert r.status_code == 503 and r.headers["Retry-After"] == "7"
         err = r.json()["error"]
-        assert err["code"] == "busy" and "GLASSLLM_MAX_CONCURRENCY" in err["message"]
-        assert f"all {capacity} compute slots" in err["message"]
+        assert err["code"] == "queue_full" and "GLASSLLM_MAX_QUEUE" in err["message"]
+
+
+async def _new_event():
+    import asyncio
+    return asyncio.Event()
+
+
+async def _hold(adm, release) -> None:
+    async with adm.slot(cost=1, client="holder"):
+        await release.wait()
+
+
+async def _until(condition) -> None:
+    import asyncio
+    for _ in range(10_000):
+        if condition():
+            return
+        await asyncio.sleep(0)
+    raise AssertionError("condition never held")

@@ -181,13 +181,39 @@ def test_limits_are_settings():
         assert c.get("/healthz").status_code == 200
 
 
-def test_busy_is_503_with_retry_after():
-    app = create_app(Settings(max_concurrency=1))
-    with TestClient(app) as c, app.state.slots:       # hold the only slot
+def test_busy_is_503_with_retry_after_only_when_the_queue_is_full():
+    """Issue 9: a request waits for a slot; 503 + Retry-After only past GLASSLLM_MAX_QUEUE.
+    The only slot is held by a task on the app's own loop, released by an event we set."""
+    app = create_app(Settings(max_concurrency=1, max_queue=0))
+    with TestClient(app) as c:
+        release = c.portal.call(_event)
+        held = c.portal.start_task_soon(_hold, app.state.admission, release)
+        c.portal.call(_until, lambda: app.state.admission.running == 1)
         r = c.post("/api/v1/ops/neg", json={"inputs": {"a": 1.0}})
         assert r.status_code == 503 and r.headers["retry-after"] == "1"
-    with TestClient(app) as c:
-        assert c.post("/api/v1/ops/neg", json={"inputs": {"a": 1.0}}).status_code == 200
+        assert r.json()["error"]["code"] == "queue_full"
+        c.portal.call(release.set)
+        held.result()
+        assert c.post("/api/v1/ops/neg", json={"inputs": {"a": 1.0}}).json()["value"] == -1.0
+
+
+async def _event():
+    import asyncio
+    return asyncio.Event()
+
+
+async def _hold(admission, release) -> None:
+    async with admission.slot(cost=1, client="holder"):
+        await release.wait()
+
+
+async def _until(condition) -> None:
+    import asyncio
+    for _ in range(10_000):
+        if condition():
+            return
+        await asyncio.sleep(0)
+    raise AssertionError("condition never held")
 
 
 def mixed_requests() -> list[tuple[str, dict]]:

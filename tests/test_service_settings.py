@@ -5,6 +5,7 @@ request 503 while /readyz said ready, capacity 0)."""
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 
@@ -29,6 +30,15 @@ from service.settings import Settings, SettingsError
     ("MAX_EXPRESSION_LENGTH", "0", "greater than or equal to 1"),
     ("MAX_CHECK_ELEMENTS", "-1", "greater than or equal to 0"),
     ("STATIC_DIR", "/nonexistent", "holds no index.html"),
+    ("MAX_QUEUE", "-1", "greater than or equal to 0"),          # issue 9's settings
+    ("QUEUE_TIMEOUT_S", "0", "greater than 0"),
+    ("QUEUE_TIMEOUT_S", "soon", "valid number"),
+    ("LARGE_COST", "0", "greater than or equal to 1"),
+    ("BLAS_THREADS", "0", "greater than or equal to 1"),
+    ("WORKERS", "0", "greater than or equal to 1"),
+    ("LOG_FORMAT", "xml", "'plain' or 'json'"),
+    ("METRICS", "maybe", "valid boolean"),
+    ("ACCESS_LOG", "maybe", "valid boolean"),
 ])
 def test_a_bad_variable_is_refused_by_name(monkeypatch, name, value, rule):
     monkeypatch.setenv(f"GLASSLLM_{name}", value)
@@ -72,8 +82,10 @@ def test_the_console_script_exits_at_startup_naming_the_variable():
     ("--port", "0", "argument --port: must be a TCP port from 1 to 65535, got '0'"),
     ("--port", "-1", "argument --port: must be a TCP port from 1 to 65535, got '-1'"),
     ("--port", "http", "argument --port: must be a TCP port from 1 to 65535, got 'http'"),
-    ("--workers", "0", "argument --workers: must be a positive integer, got '0'"),
-    ("--workers", "-1", "argument --workers: must be a positive integer, got '-1'"),
+    ("--workers", "0", "argument --workers: must be a positive integer or 'auto', got '0'"),
+    ("--workers", "-1", "argument --workers: must be a positive integer or 'auto', got '-1'"),
+    ("--workers", "many", "argument --workers: must be a positive integer or 'auto', got"
+                          " 'many'"),
     ("--log-level", "bogus", "argument --log-level: invalid choice: 'bogus' (choose from"
                              " 'critical', 'error', 'warning', 'info', 'debug', 'trace')"),
 ])
@@ -105,3 +117,48 @@ def test_the_console_script_passes_good_options_to_uvicorn(monkeypatch):
     assert (seen["port"], seen["workers"], seen["log_level"]) == (65535, 3, "trace")
     cli.main(["--port", "1"])
     assert (seen["port"], seen["workers"], seen["log_level"]) == (1, 1, "info")
+
+
+def test_workers_auto_is_one_per_available_cpu(monkeypatch):
+    """Issue 9: --workers auto; each worker learns the count (its share of the slots) and,
+    with several, the metrics directory; the caller's environment is restored after."""
+
+    import uvicorn
+
+    from service import cli, cpus
+
+    monkeypatch.setattr(cpus, "available_cpus", lambda: 3)
+    monkeypatch.delenv("PROMETHEUS_MULTIPROC_DIR", raising=False)
+    seen = {}
+
+    def run(app, **kw):
+        seen.update(kw, env=os.environ.get("GLASSLLM_WORKERS"),
+                    multiproc=os.environ.get("PROMETHEUS_MULTIPROC_DIR"))
+        seen["slots"] = Settings(max_concurrency=None).workers
+
+    monkeypatch.setattr(uvicorn, "run", run)
+    cli.main(["--workers", "auto"])
+    assert (seen["workers"], seen["env"], seen["slots"]) == (3, "3", 3)
+    assert seen["multiproc"] and not os.path.exists(seen["multiproc"])    # removed after
+    assert "GLASSLLM_WORKERS" not in os.environ
+    assert "PROMETHEUS_MULTIPROC_DIR" not in os.environ
+
+
+def test_compute_slots_are_the_cpus_shared_by_the_workers(monkeypatch):
+    from service import cpus
+    monkeypatch.setattr(cpus, "available_cpus", lambda: 8)
+    assert Settings().compute_slots == 8
+    assert Settings(workers=4).compute_slots == 2
+    assert Settings(workers=16).compute_slots == 1
+    assert Settings(workers=4, max_concurrency=5).compute_slots == 5
+
+
+def test_available_cpus_reads_the_cgroup_quota(tmp_path):
+    from service.cpus import available_cpus
+    affinity = len(os.sched_getaffinity(0))
+    (tmp_path / "cpu.max").write_text("150000 100000\n")        # 1.5 CPUs → 2
+    assert available_cpus(tmp_path) == min(affinity, 2)
+    (tmp_path / "cpu.max").write_text("50000 100000\n")         # 0.5 CPU → 1
+    assert available_cpus(tmp_path) == 1
+    (tmp_path / "cpu.max").write_text("max 100000\n")
+    assert available_cpus(tmp_path) == affinity

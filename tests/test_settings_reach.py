@@ -145,13 +145,16 @@ def test_lr_zero_leaves_the_parameters_where_they_are():
     np.testing.assert_array_equal(steps(AdamW, lr=0.0), [1.0, -1.0, 0.5])
 
 
-def test_clip_grad_norm_at_exactly_max_norm_leaves_the_gradient_alone():
+def test_clip_grad_norm_at_its_boundary_follows_torch():
+    """torch.nn.utils.clip_grad_norm_: coef = min(max_norm / (norm + 1e-6), 1), applied
+    always (issue 11). At max_norm = norm + 1e-6 the coefficient is exactly 1: unchanged;
+    at max_norm = norm it is 5 / (5 + 1e-6): scaled."""
     p = Tensor(np.zeros(2), requires_grad=True)
     p.grad = np.array([3.0, 4.0])
-    assert clip_grad_norm([p], 5.0) == 5.0
+    assert clip_grad_norm([p], 5.0 + 1e-6) == 5.0
     np.testing.assert_array_equal(p.grad, [3.0, 4.0])
     p.grad = np.array([3.0, 4.0])
-    assert clip_grad_norm([p], np.nextafter(5.0, 0.0)) == 5.0      # just under: clipped
+    assert clip_grad_norm([p], 5.0) == 5.0
     assert p.grad[0] < 3.0
     np.testing.assert_allclose(p.grad, np.array([3.0, 4.0]) * 5.0 / (5.0 + 1e-6), rtol=1e-15)
 
@@ -202,17 +205,28 @@ def test_the_seed_changes_the_batches():
 
 ENV = {"MAX_BODY_BYTES": 4096, "MAX_JSON_DEPTH": 7, "MAX_ARRAY_ELEMENTS": 11,
        "MAX_RESULT_ELEMENTS": 13, "MAX_MATMUL_MADDS": 17, "MAX_CONCURRENCY": 3,
-       "RETRY_AFTER_SECONDS": 9, "MAX_EXPRESSION_LENGTH": 19, "MAX_CHECK_ELEMENTS": 5}
+       "RETRY_AFTER_SECONDS": 9, "MAX_EXPRESSION_LENGTH": 19, "MAX_CHECK_ELEMENTS": 5,
+       # issue 9: admission, workers, observability, CORS, the token
+       "WORKERS": 2, "MAX_QUEUE": 23, "QUEUE_TIMEOUT_S": 2.5, "LARGE_COST": 29,
+       "BLAS_THREADS": 2, "LOG_FORMAT": "json", "CORS_ORIGINS": "https://a.example",
+       "API_TOKEN": "t0k",
+       # issue 12: cases of a batch
+       "MAX_BATCH": 31}
+FLAGS = ("ACCESS_LOG", "METRICS")            # on by default; "0" in the environment: off
 
 
 def test_every_limit_variable_is_read_from_the_environment(monkeypatch):
     for name, value in ENV.items():
         monkeypatch.setenv(f"GLASSLLM_{name}", str(value))
+    for name in FLAGS:
+        monkeypatch.setenv(f"GLASSLLM_{name}", "0")
     s = Settings()
     for name, value in ENV.items():
         assert getattr(s, name.lower()) == value, name
+    for name in FLAGS:
+        assert getattr(s, name.lower()) is False, name
     fields = {f for f in Settings.model_fields if f != "static_dir"}
-    assert fields == {n.lower() for n in ENV}
+    assert fields == {n.lower() for n in (*ENV, *FLAGS)}
 
 
 def test_an_environment_limit_reaches_the_routes(monkeypatch):

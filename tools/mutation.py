@@ -74,7 +74,7 @@ def sample(seed: int, budget: float) -> list[str]:
 
     rng = random.Random(seed)
     queues = []
-    for path, meta in sorted(metas().items()):
+    for _path, meta in sorted(metas().items()):
         names = sorted(meta["exit_code_by_key"])
         rng.shuffle(names)
         queues.append(names)
@@ -120,7 +120,7 @@ def report(chosen: set[str] | None) -> int:
             total[k] += v
         print(line(path, row))
     print(line("total", total))
-    for path, name, code in survivors:
+    for _path, name, code in survivors:
         print(f"\n--- survivor ({'no tests' if code in NO_TESTS else 'survived'}): {name}")
         subprocess.call([*MUTMUT, "show", name], cwd=ROOT)
     stale = sorted(set(equivalent) - used)
@@ -146,6 +146,9 @@ def main() -> int:
     parser.add_argument("--all", action="store_true", help="every mutant, no sampling")
     parser.add_argument("--fresh", action="store_true", help="delete mutants/ first")
     parser.add_argument("--report-only", action="store_true")
+    parser.add_argument("--again", action="store_true",
+                        help="rerun the last sample's mutants that were not killed (after"
+                             " adding tests or equivalents), then report on that sample")
     args = parser.parse_args()
     if args.report_only:
         return report(None)
@@ -153,10 +156,17 @@ def main() -> int:
         shutil.rmtree(MUTANTS, ignore_errors=True)
     if not (MUTANTS / "mutmut-stats.json").exists():
         mutmut("run", "--max-children", "2", SEED_MUTANT)   # generate + collect stats
+    last = MUTANTS / "mutation-sample.txt"
+    if args.again and last.exists():
+        chosen = last.read_text().split()
+        codes = {n: c for meta in metas().values() for n, c in meta["exit_code_by_key"].items()}
+        mutmut("run", "--max-children", "2", *[n for n in chosen if codes.get(n) not in KILLED])
+        return report(set(chosen))
     if args.all:
         chosen = sorted(n for meta in metas().values() for n in meta["exit_code_by_key"])
     else:
         chosen = sample(args.seed, args.budget)
+    last.write_text("\n".join(chosen) + "\n")
     mutmut("run", "--max-children", "2", *chosen)
     return report(set(chosen))
 

@@ -4,7 +4,9 @@
 parses the formula with a restricted parser, builds a graph whose nodes are ops of the
 registry (`glassllm.registry`, H1), plans every node's shape before any compute (H5), runs
 forward and backward once, and returns a plain JSON-ready dict — the body of
-``POST /api/v1/eval``, so a notebook gets the same answer as the service:
+``POST /api/v1/eval``, so a notebook gets the same answer as the service. ``evaluate`` is
+``run(prepare(...))``: `prepare` does every check and plan, and its result's ``cost``
+(elements, multiply-adds) is known before any compute, as the registry's `Prepared.cost`:
 
 - ``value``, ``shape``, ``grads`` (one per variable that requires grad), ``warnings``;
 - ``nodes`` in evaluation order: ``id``, ``op``, ``span`` [start, end) and ``text`` of the
@@ -30,11 +32,12 @@ in the registry's dict (never ``getattr`` on user text), and ``eval`` / ``exec``
 """
 
 from glassllm.expr.errors import ExprComputeError, ExprError, ExprLimitError, ExprShapeError
+from glassllm.expr.evaluation import PreparedExpression, evaluate, prepare, run
 from glassllm.expr.evaluation import _forward as _forward  # the graph's forward, for tests
-from glassllm.expr.evaluation import evaluate
 from glassllm.expr.graph import NODE_COST, Builder, Node
 from glassllm.expr.parse import parse
 from glassllm.limits import Limits
 
 __all__ = ["NODE_COST", "Builder", "ExprComputeError", "ExprError", "ExprLimitError",
-           "ExprShapeError", "Limits", "Node", "evaluate", "parse"]
+           "ExprShapeError", "Limits", "Node", "PreparedExpression", "evaluate", "parse",
+           "prepare", "run"]

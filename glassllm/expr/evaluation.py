@@ -4,12 +4,13 @@ from __future__ import annotations
 
 import keyword
 import math
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 
 from glassllm import autograd, registry
-from glassllm.errors import WireError
+from glassllm.errors import LimitError, WireError
 from glassllm.expr.errors import ExprComputeError, ExprError, ExprLimitError
 from glassllm.expr.expand import COMPOSITIONS, composition
 from glassllm.expr.graph import NODE_COST, Builder, IndexArg, LiteralArg, Node, NodeArg
@@ -19,7 +20,7 @@ from glassllm.gradcheck import gradcheck
 from glassllm.limits import Limits
 from glassllm.registry import NO_GRADIENT_RULE, NUMPY_ERRORS
 from glassllm.tensor import Tensor
-from glassllm.wire import coerce, encode_array
+from glassllm.wire import coerce, encode_array, is_base64
 
 # --------------------------------------------------------------------------------------
 # evaluation: forward keeping every adjoint (retain_grad), one backward, then the report
@@ -82,7 +83,7 @@ def _variables(variables: Any) -> dict[str, tuple[Any, bool | None]]:
         rg = None
         if isinstance(spec, Tensor):
             value, rg = spec.data, spec.requires_grad
-        elif isinstance(spec, dict):
+        elif isinstance(spec, dict) and not is_base64(spec):
             extra = sorted(set(spec) - {"value", "requires_grad"})
             if extra or "value" not in spec:
                 raise ExprError(f"variable '{name}' must be {{\"value\": ..., \"requires_grad\":"
@@ -121,6 +122,35 @@ def _encode_float(x: float) -> Any:
     return encode_array(np.float64(x))
 
 
+@dataclass(frozen=True)
+class PreparedExpression:
+    """An expression past every check, its graph built and every node planned, nothing
+    computed yet (`prepare`); `run` evaluates it. Like the registry's `Prepared`."""
+
+    nodes: list[Node]
+    out_id: int
+    checked: list[Node]                 # the tensor variables that require grad
+    seed: np.ndarray | None             # grad_output, shaped like the output
+    check: bool
+    elements: int                       # elements of the nodes and the ops' intermediates
+    madds: int                          # matmul multiply-adds of forward + backward
+    check_elements: int = 0             # elements `check` finite-differences
+    expand: bool = False                # open composite ops (glassllm.expr.expand)
+    limits: Limits = DEFAULT_LIMITS     # the bounds every opened composite is held to
+
+    @property
+    def cost(self) -> tuple[int, int]:
+        """What `run` will cost, known from the plan before any compute, as the registry's
+        `Prepared.cost`: (elements built, multiply-adds). A check adds 2 forward passes per
+        checked element (a forward pass is a third of the planned multiply-adds)."""
+        passes = 2 * self.check_elements if self.check else 0
+        # expand evaluates each composite op again as its composition (a transformer
+        # block's nests its attention, written twice): at most 4 more passes each
+        opened = 4 * sum(n.op in COMPOSITIONS for n in self.nodes) if self.expand else 0
+        return (self.elements * (1 + passes + opened),
+                self.madds + passes * (self.madds // 3) + opened * self.madds)
+
+
 def evaluate(expression: str, variables: Any = None, grad_output: Any = None,
              check: bool = False, limits: Limits = DEFAULT_LIMITS, *,
              maybe_bools: bool = True, expand: bool = False) -> dict:
@@ -144,6 +174,9 @@ def evaluate(expression: str, variables: Any = None, grad_output: Any = None,
 
     Raises: `ExprError` (and its kinds: limit, shape, compute) naming the position or input.
 
+    ``evaluate(...)`` is ``run(prepare(...))``: a caller that must know the cost before the
+    work (the service's admission) calls the two itself.
+
     Example:
         >>> r = evaluate("embedding(weight, ids).sum()",
         ...              {"weight": [[0.0, 0.0]] * 4, "ids": [1, 2, 1]})
@@ -152,14 +185,24 @@ def evaluate(expression: str, variables: Any = None, grad_output: Any = None,
 
     Clauses: H2, H3, H5, L0.5, L0.6.
     """
+    return run(prepare(expression, variables, grad_output, check, limits,
+                       maybe_bools=maybe_bools, expand=expand))
+
+
+def prepare(expression: str, variables: Any = None, grad_output: Any = None,
+            check: bool = False, limits: Limits = DEFAULT_LIMITS, *,
+            maybe_bools: bool = True, expand: bool = False) -> PreparedExpression:
+    """Every check of `evaluate`, once, before any compute: parse, build the graph with
+    every node's shape planned and bounded (H5), grad_output, check's cost.
+
+    Takes `evaluate`'s arguments; raises its `ExprError`s. The result's ``cost`` is the
+    planned work, for a caller that admits work by cost (the service's admission).
+    """
     if not isinstance(check, bool):
         raise ExprError("'check' must be true or false", input="check")
     if not isinstance(expand, bool):
         raise ExprError("'expand' must be true or false", input="expand")
-    vars_ = _variables(variables)
-    parsed = parse(expression, limits)
-    builder = Builder(parsed, vars_, limits, maybe_bools=maybe_bools)
-    out_id = builder.expr(parsed.tree.body)
+    builder, out_id = _build(expression, variables, limits, maybe_bools)
     nodes = builder.nodes
     _check_constant_reuse(nodes)
     out_node = nodes[out_id]
@@ -175,16 +218,32 @@ def evaluate(expression: str, variables: Any = None, grad_output: Any = None,
         if isinstance(grad_output, np.ndarray | np.generic):
             grad_output = grad_output.tolist()
         try:
-            seed = coerce("tensor", "grad_output", grad_output, maybe_bools=maybe_bools)
+            seed = coerce("tensor", "grad_output", grad_output, maybe_bools=maybe_bools,
+                          max_elements=limits.max_result_elements)
+        except LimitError as exc:             # a binary seed's declared shape, before decoding
+            raise ExprLimitError(str(exc), input="grad_output") from None
         except WireError as exc:
             raise ExprError(str(exc), input="grad_output") from None
         if seed.shape != out_node.shape:
             raise ExprError(f"grad_output has shape {list(seed.shape)} but the output has shape"
                             f" {list(out_node.shape)}", input="grad_output")
     checked = [n for n in nodes if n.op == "variable" and n.kind == "tensor" and n.requires_grad]
+    check_elements = sum(math.prod(n.shape) for n in checked)
     if check:
-        _check_cost(sum(math.prod(n.shape) for n in checked), builder, limits)
+        _check_cost(check_elements, builder, limits)
+    return PreparedExpression(nodes, out_id, checked, seed, check,
+                              builder.elements + builder.intermediates, builder.madds,
+                              check_elements, expand, limits)
 
+
+def run(prepared: PreparedExpression) -> dict:
+    """Forward keeping every adjoint, one backward, the check if asked: `evaluate`'s result.
+
+    Trusts `prepared` (`prepare` made it); only NumPy's own refusals of the compute can
+    still raise (`ExprComputeError`).
+    """
+    nodes, out_id, checked = prepared.nodes, prepared.out_id, prepared.checked
+    check, seed = prepared.check, prepared.seed
     fw = FloatWarnings()
     with fw:
         leaves = {n.id: Tensor(n.value, requires_grad=True) for n in checked}
@@ -224,9 +283,10 @@ def evaluate(expression: str, variables: Any = None, grad_output: Any = None,
 
     value = vals[out_id].data
     described = [_describe_node(n, vals[n.id], grads_of[n.id], nodes) for n in nodes]
-    if expand:
+    if prepared.expand:
         for n, d in zip(nodes, described, strict=True):
-            opened = _expansion(n, vals, grads_of, nodes, limits, bool(out.requires_grad))
+            opened = _expansion(n, vals, grads_of, nodes, prepared.limits,
+                                bool(out.requires_grad))
             if opened is not None:
                 d["expansion"] = opened
     return {
@@ -266,6 +326,16 @@ def _expansion(n: Node, vals: list[Any], grads_of: list[Any], nodes: list[Node],
                      expand=True)
     inner.pop("check", None)
     return {"expression": expression, **inner}
+
+
+def _build(expression: str, variables: Any, limits: Limits,
+           maybe_bools: bool) -> tuple[Builder, int]:
+    """Read the variables, parse, and plan every node (no compute): the builder and the
+    output node's id."""
+    vars_ = _variables(variables)
+    parsed = parse(expression, limits)
+    builder = Builder(parsed, vars_, limits, maybe_bools=maybe_bools)
+    return builder, builder.expr(parsed.tree.body)
 
 
 def _check_cost(count: int, builder: Builder, limits: Limits) -> None:

@@ -24,7 +24,7 @@ from glassllm.errors import ComputeError, InputError, LimitError, ShapeError, Wi
 from glassllm.limits import Limits
 from glassllm.registry.entry import NO_GRADIENT_RULE, Op, Plan
 from glassllm.tensor import Tensor, no_grad
-from glassllm.wire import ARRAY_KINDS, coerce
+from glassllm.wire import ARRAY_KINDS, coerce, encode_array
 
 NUMPY_ERRORS = (ValueError, IndexError, TypeError, ArithmeticError)
 
@@ -71,7 +71,9 @@ def coerce_inputs(op: Op, inputs: Mapping[str, Any], *, maybe_bools: bool = True
                 raise WireError(spec.name, f"is required by {op.name}")
             args[spec.name] = spec.default
             continue
-        value = coerce(spec.kind, spec.name, inputs[spec.name], maybe_bools=maybe_bools)
+        # a binary array is held to the limit by its declared shape, before decoding
+        value = coerce(spec.kind, spec.name, inputs[spec.name], maybe_bools=maybe_bools,
+                       max_elements=max_array_elements)
         if (max_array_elements is not None and spec.kind in ARRAY_KINDS
                 and np.size(value) > max_array_elements):
             raise LimitError(spec.name, f"has {np.size(value)} elements; the limit is"
@@ -112,9 +114,10 @@ def _wanted(op: Op, requires_grad: Sequence[str] | None) -> tuple[str, ...]:
 
 
 def _seed(op: Op, wanted: Sequence[str], grad_output: Any, shape: tuple[int, ...],
-          maybe_bools: bool, wire: bool) -> np.ndarray | None:
+          maybe_bools: bool, wire: bool, max_elements: int | None = None) -> np.ndarray | None:
     """The backward's seed: refused when there is nothing to seed (H2) or its shape is not
-    the planned output's (shapes written as JSON lists for a wire request, else tuples)."""
+    the planned output's (shapes written as JSON lists for a wire request, else tuples).
+    A binary seed is held to `max_elements` (the output's limit) before it is decoded."""
     if grad_output is None:
         return None
     if op.output == "ndarray":
@@ -126,7 +129,8 @@ def _seed(op: Op, wanted: Sequence[str], grad_output: Any, shape: tuple[int, ...
     if isinstance(grad_output, np.ndarray):               # a Python caller's array: no wire
         seed = np.asarray(grad_output, dtype=np.float64)
     else:
-        seed = coerce("tensor", "grad_output", grad_output, maybe_bools=maybe_bools)
+        seed = coerce("tensor", "grad_output", grad_output, maybe_bools=maybe_bools,
+                      max_elements=max_elements)
     if seed.shape != tuple(shape):
         got, want = (list(seed.shape), list(shape)) if wire else (seed.shape, tuple(shape))
         raise WireError("grad_output", f"has shape {got} but the output of {op.name}"
@@ -156,7 +160,8 @@ def prepare_args(op: Op, args: dict[str, Any], requires_grad: Sequence[str] | No
     wanted = _wanted(op, requires_grad)
     if isinstance(grad_output, np.generic | Tensor):
         grad_output = np.asarray(getattr(grad_output, "data", grad_output))
-    seed = _seed(op, wanted, grad_output, plan.shape, maybe_bools, wire)
+    seed = _seed(op, wanted, grad_output, plan.shape, maybe_bools, wire,
+                 None if limits is None else limits.max_result_elements)
     return Prepared(op, args, plan, wanted, seed, given)
 
 
@@ -217,6 +222,29 @@ def run(prepared: Prepared | Op, args: dict[str, Any] | None = None,
             grad = tensor.grad                       # None: the output does not depend on it
             grads[spec.name] = grad if grad is not None else np.zeros_like(tensor.data)
     return RunResult(value, grads)
+
+
+_ANSWERS: dict[tuple[str, int], dict] = {}
+
+
+def example_answer(op: Op, index: int) -> dict:
+    """``expected`` of the op's example `index`, complete (issue 12): the numbers the example
+    states (the reference's, SPEC Part L) and, for what it leaves out, the library's own
+    value and gradients through `prepare` and `run`, computed once. Wire format; a test
+    checks every gradient against central differences."""
+    key = (op.name, index)
+    if key not in _ANSWERS:
+        example = op.examples[index]
+        result = run(prepare(op, example.inputs, example.requires_grad, example.grad_output))
+        computed: dict = {"value": encode_array(result.value)}
+        if op.output == "tensor":
+            computed["grads"] = {k: encode_array(g) for k, g in result.grads.items()}
+        stated = example.expected
+        answer = {**computed, **stated}
+        if "grads" in computed:
+            answer["grads"] = {**computed["grads"], **stated.get("grads", {})}
+        _ANSWERS[key] = answer
+    return _ANSWERS[key]
 
 
 def _data(out: Any) -> np.ndarray:

@@ -1,9 +1,11 @@
 """``POST /api/v1/eval`` (a composed expression, every node's value and adjoint) and
 ``GET /api/v1/examples`` (SPEC Part L as ready requests) — issue 5.
 
-The work is `glassllm.expr.evaluate`, the same function a notebook calls; this router only
-reads the body under the service's limits (H5), runs it in a worker thread inside a
-compute slot; an `ExprError` becomes 422 / 413 / 400 with the offending position in the
+The work is `glassllm.expr.evaluate`, the same function a notebook calls, in its two
+halves: this router reads the body under the service's limits (H5), `expr.prepare`s it
+(parse, graph, every shape planned, every refusal) before it waits, then waits for a
+compute slot in the lane of the planned cost (`service.admission`) and `expr.run`s it in a
+worker thread; an `ExprError` becomes 422 / 413 / 400 with the offending position in the
 app's exception handlers (`service.errors`, H4).
 """
 
@@ -14,22 +16,21 @@ from typing import Any
 import orjson
 from fastapi import APIRouter, Request
 from pydantic import BaseModel, Field
-from starlette.concurrency import run_in_threadpool
 from starlette.responses import Response
 
-from glassllm import float_warnings
+from glassllm import expr, float_warnings
 from glassllm.examples import EXAMPLES
-from glassllm.expr import evaluate
 from glassllm.lessons import LESSONS
 from service import schemas
-from service.codec import dumps
+from service.admission import run_admitted
+from service.codec import dumps, encode_as, encoding_of
 from service.errors import ApiError
-from service.limits import read_json
+from service.limits import off_loop, read_json
 from service.settings import Settings
 
 router = APIRouter(prefix="/api/v1", tags=["expressions"])
 ERRORS = {s: {"model": schemas.ErrorBody} for s in (400, 413, 415, 422, 503)}
-FIELDS = ("expression", "variables", "grad_output", "check", "expand")
+FIELDS = ("expression", "variables", "grad_output", "check", "encoding", "expand")
 _EXAMPLES_JSON = orjson.dumps({"examples": EXAMPLES})
 _LESSONS_JSON = orjson.dumps({"lessons": LESSONS})
 
@@ -56,8 +57,12 @@ class ExampleList(BaseModel):
     examples: list[dict[str, Any]]
 
 
-def evaluate_body(body: Any, maybe_bools: bool, settings: Settings) -> bytes:
-    """Run in a worker thread; every refusal is an ApiError."""
+def prepare_body(body: Any, maybe_bools: bool, settings: Settings,
+                 messages: list[str]) -> expr.PreparedExpression:
+    """The envelope, then `glassllm.expr.prepare`: every refusal (an ApiError, or an
+    ExprError mapped by the app's handlers) before any compute; the result's ``cost`` is
+    the planned work the admission lane is chosen by. NumPy's `warnings`-module warnings
+    go to `messages`."""
     if not isinstance(body, dict):
         raise ApiError(422, "invalid_request", 'the body must be a JSON object {"expression":'
                        ' "...", "variables": {...}, "grad_output": ..., "check": false}',
@@ -72,10 +77,31 @@ def evaluate_body(body: Any, maybe_bools: bool, settings: Settings) -> bytes:
               "grad_output": body.get("grad_output"), "check": body.get("check", False),
               "expand": body.get("expand", False),
               "limits": settings.limits, "maybe_bools": maybe_bools}
-    messages: list[str] = []          # an ExprError is mapped by the app's handlers
-    result = float_warnings.run_recording(lambda: evaluate(**kwargs), messages)
+    return float_warnings.run_recording(lambda: expr.prepare(**kwargs), messages)
+
+
+def run_body(prepared: expr.PreparedExpression, messages: list[str]) -> dict:
+    """`glassllm.expr.run` (compute only): its dict (wire JSON), every float warning in it."""
+    result = float_warnings.run_recording(lambda: expr.run(prepared), messages)
     result["warnings"] += [m for m in messages if m not in result["warnings"]]
+    return result
+
+
+def run_prepared(prepared: expr.PreparedExpression, messages: list[str],
+                 encoding: str = "json") -> bytes:
+    """Run in a worker thread, inside a compute slot: the response bytes, value and grads in
+    the asked ``encoding`` (the nodes stay JSON)."""
+    result = run_body(prepared, messages)
+    if encoding != "json":
+        result["value"] = encode_as(result["value"], encoding)
+        result["grads"] = {k: encode_as(g, encoding) for k, g in result["grads"].items()}
     return dumps(result)
+
+
+def evaluate_body(body: Any, maybe_bools: bool, settings: Settings) -> dict:
+    """One ``/api/v1/eval`` body, prepared and run at once (no admission): the dict."""
+    messages: list[str] = []
+    return run_body(prepare_body(body, maybe_bools, settings, messages), messages)
 
 
 @router.post("/eval", response_model=EvalResult, responses=ERRORS,
@@ -94,6 +120,7 @@ def evaluate_body(body: Any, maybe_bools: bool, settings: Settings) -> bytes:
                                     {"type": "null"},
                                     {"$ref": "#/components/schemas/FloatArray"}]},
                                 "check": {"type": "boolean"},
+                                "encoding": {"enum": ["json", "base64"]},
                                 "expand": {"type": "boolean", "description":
                                            "open composite ops (cross_entropy, attention,"
                                            " rms_norm, swiglu, transformer_block): each such"
@@ -103,8 +130,13 @@ def evaluate_body(body: Any, maybe_bools: bool, settings: Settings) -> bytes:
 async def eval_expression(request: Request) -> Response:
     settings = request.app.state.settings
     parsed, maybe_bools = await read_json(request, settings, send='{"expression": ...}')
-    with request.app.state.slots:
-        out = await run_in_threadpool(evaluate_body, parsed, maybe_bools, settings)
+    encoding = encoding_of(parsed)
+    messages: list[str] = []          # an ExprError is mapped by the app's handlers
+    # Parse, build and plan the graph first (off the event loop for a big body), then wait
+    # for a slot in the lane of its planned cost, then compute.
+    prepared = await off_loop(request, prepare_body, parsed, maybe_bools, settings, messages)
+    del parsed                  # a queued request holds its planned graph, not the JSON lists
+    out = await run_admitted(request, prepared.cost, run_prepared, prepared, messages, encoding)
     return Response(out, media_type="application/json")
 
 

@@ -19,7 +19,7 @@ async def healthz() -> Response:
 
 @router.get("/readyz", response_model=Ready, summary="Readiness: the registry is loaded")
 async def readyz(request: Request) -> Response:
-    slots = request.app.state.slots
-    body = {"status": "ready", "ops": len(registry.OPS), "busy": slots.busy,
-            "capacity": slots.capacity}
+    slots = request.app.state.admission
+    body = {"status": "ready", "ops": len(registry.OPS), "busy": slots.running,
+            "capacity": slots.capacity, "waiting": slots.waiting}
     return Response(dumps(body), media_type="application/json")

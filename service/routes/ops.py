@@ -6,15 +6,16 @@ import difflib
 
 import orjson
 from fastapi import APIRouter, Request
-from starlette.concurrency import run_in_threadpool
 from starlette.responses import Response
 
 from glassllm import registry
 from glassllm.registry import Op
 from service import schemas
-from service.dispatch import run_op_body
+from service.admission import run_admitted
+from service.codec import encoding_of
+from service.dispatch import answer, prepare_body
 from service.errors import ApiError
-from service.limits import read_json
+from service.limits import off_loop, read_json
 
 router = APIRouter(prefix="/api/v1/ops", tags=["ops"])
 ERRORS = {s: {"model": schemas.ErrorBody} for s in (400, 404, 413, 415, 422, 503)}
@@ -46,8 +47,10 @@ def get_op(name: str) -> Response:
 async def run_op(op: Op, request: Request) -> Response:
     settings = request.app.state.settings
     parsed, maybe_bools = await read_json(request, settings, op=op.name)
-    with request.app.state.slots:
-        out = await run_in_threadpool(run_op_body, op, parsed, maybe_bools, settings)
+    encoding = encoding_of(parsed, op.name)
+    prepared = await off_loop(request, prepare_body, op, parsed, maybe_bools, settings)
+    del parsed                  # a queued request holds its NumPy inputs, not the JSON lists
+    out = await run_admitted(request, prepared.cost, answer, prepared, encoding)
     return Response(out, media_type="application/json")
 
 

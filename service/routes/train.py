@@ -42,6 +42,7 @@ from glassllm.training import (
     decode_weights,
 )
 from service import schemas
+from service.admission import run_admitted
 from service.errors import ApiError
 from service.limits import read_json
 from service.train_settings import TrainSettings
@@ -113,15 +114,17 @@ def _check_size(config: GlassConfig, limits: TrainSettings) -> None:
                        f"{limits.max_parameters} (GLASSLLM_MAX_PARAMETERS)", input="model")
 
 
-def _check_work(batch: int, n: int, config: GlassConfig, max_elements: int, field: str) -> None:
+def _check_work(batch: int, n: int, config: GlassConfig, max_elements: int, field: str) -> int:
     """The largest activations of one forward pass, from shapes, before any work: the
-    attention scores (B, H, n, n) and the logits / SwiGLU hidden (B, n, max(V, F))."""
+    attention scores (B, H, n, n) and the logits / SwiGLU hidden (B, n, max(V, F));
+    returns that count."""
     biggest = max(batch * config.n_heads * n * n * config.n_layers,
                   batch * n * max(config.vocab, config.ffn_hidden))
     if biggest > max_elements:
         raise ApiError(413, "too_large", f"one forward pass would hold {biggest} elements "
                        f"(attention B·H·n²·L, logits B·n·V); at most {max_elements} "
                        "(GLASSLLM_MAX_RESULT_ELEMENTS)", input=field)
+    return biggest
 
 
 class RunCounter:
@@ -229,7 +232,11 @@ def _token_label(byte: int) -> str:
     return chr(byte) if 32 <= byte < 127 else f"\\x{byte:02x}"
 
 
-def _attention(req: AttentionRequest, limits: TrainSettings, max_elements: int) -> bytes:
+def _attention_model(req: AttentionRequest, limits: TrainSettings,
+                     max_elements: int) -> tuple[Any, np.ndarray, tuple[int, int]]:
+    """Every check of an attention request, before any forward work: the model, the
+    prompt's ids and the planned cost (elements of the largest activation, multiply-adds
+    of forward + backward ≈ 3 · parameters · tokens) that the admission lane is chosen by."""
     if req.weights is not None:
         try:
             model = decode_weights(req.weights, max_parameters=limits.max_parameters)
@@ -246,7 +253,11 @@ def _attention(req: AttentionRequest, limits: TrainSettings, max_elements: int) 
     if not 2 <= len(ids) <= n_max:
         raise ApiError(422, "invalid_prompt", f"prompt: must be 2 to {n_max} bytes (the "
                        f"model's max_seq_len); got {len(ids)}", input="prompt")
-    _check_work(1, len(ids), model.config, max_elements, "prompt")
+    biggest = _check_work(1, len(ids), model.config, max_elements, "prompt")
+    return model, ids, (biggest, 3 * count_parameters(model.config) * len(ids))
+
+
+def _attention(model: Any, ids: np.ndarray) -> bytes:
     with np.errstate(over="ignore", invalid="ignore", divide="ignore"):
         out = attention_maps(model, ids)
     if not (np.all(np.isfinite(out["probs"])) and np.all(np.isfinite(out["grads"]))):
@@ -277,9 +288,9 @@ async def model_attention(request: Request) -> Response:
     body, _ = await read_json(request, request.app.state.settings,
                               send='{"prompt": "The cat", "seed": 0}')
     req: AttentionRequest = _validate(AttentionRequest, body)
-    with request.app.state.slots:
-        out = await run_in_threadpool(_attention, req, limits,
-                                      request.app.state.settings.max_result_elements)
+    model, ids, cost = await run_in_threadpool(
+        _attention_model, req, limits, request.app.state.settings.max_result_elements)
+    out = await run_admitted(request, cost, _attention, model, ids)
     return Response(out, media_type="application/json")
 
 

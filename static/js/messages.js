@@ -2,6 +2,7 @@
 // the input field, the backward seed, the expression (with a caret), or the list above
 // the result. Clause ids in the words link to the contract.
 
+import { BUSY_TEXT } from "./api.js";
 import { el, elLinked, withClauseLinks } from "./dom.js";
 import { exprMessage } from "./case.js";
 import { setMessage } from "./editors.js";
@@ -11,12 +12,17 @@ import { flat } from "./wire.js";
 
 const STATUS_WORDS = {
   400: "NumPy refused this case", 404: "Unknown name", 413: "Too large for the sandbox",
-  415: "Wrong content type", 422: "This input does not fit", 503: "The sandbox is busy — try again in a moment",
+  415: "Wrong content type", 422: "This input does not fit", 401: "This sandbox needs an access token",
 };
 
 function fieldsNamed(names) {
   const fields = [...document.querySelectorAll(state.mode === "op" ? "#op-inputs .field" : "#expr-vars .field")];
   return names.flatMap((n) => fields.filter((f) => f.dataset.input === n));
+}
+
+/** The busy notice (issue 9): a polite status, styled apart from the red input errors. */
+export function busyNotice() {
+  return el("p", { class: "msg busy", role: "status", text: BUSY_TEXT });
 }
 
 /** A refused case leaves no stale result on screen. */

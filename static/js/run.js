@@ -1,10 +1,10 @@
 // Running the case: read it into a request (refusing on the page what cannot be sent),
 // post it, and hand the answer to the result views or the refusal to the messages.
 
-import { postJSON } from "./api.js";
+import { BusyError, postJSON } from "./api.js";
 import { exprMessage, exprRequest, opRequest } from "./case.js";
 import { setMessage } from "./editors.js";
-import { clearResult, showError } from "./messages.js";
+import { busyNotice, clearResult, showError } from "./messages.js";
 import { showResult } from "./results.js";
 import { updateLink } from "./share.js";
 import { $, setStatus, state } from "./state.js";
@@ -70,8 +70,16 @@ async function runOnce() {
   const t0 = performance.now();
   let answer;
   try {
-    answer = await postJSON(req.url, req.body);
+    answer = await postJSON(req.url, req.body, {
+      onRetry: (n) => { if (ticket === state.running) setStatus(`The sandbox is busy; retrying (${n})…`); } });
   } catch (err) {
+    if (err instanceof BusyError) {                 // not the student's input: no red message
+      if (ticket !== state.running) return;
+      clearResult("No result yet: the sandbox is busy.");
+      $("#messages").append(busyNotice());
+      setStatus("The sandbox is busy — not your formula; try again in a few seconds.");
+      return;
+    }
     setStatus(`The sandbox did not answer (${err.message}).`);
     return;
   }

@@ -218,7 +218,7 @@ function drawLoss() {
   }
   const xName = s("text", { x: W - R, y: H - 22, "text-anchor": "end", class: "tick" });
   xName.textContent = "step";
-  const yName = s("text", { x: L + 4, y: T + 10, class: "tick" });
+  const yName = s("text", { x: L + 8, y: T + 14, class: "tick" });
   yName.textContent = "loss (cross-entropy, nats)";
   svg.append(xName, yName);
   const path = s("polyline", {

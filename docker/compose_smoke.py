@@ -1,0 +1,114 @@
+"""``make docker-test``'s course-deployment check: deploy/compose.yaml for real (issue 13).
+
+Brings the deployment up with the compose implementation Debian packages (``docker-compose``
+v1, or the ``docker compose`` plugin where it exists), on a free port of 127.0.0.1 only,
+sends a bounded number of requests through the nginx proxy, checks that every one is
+answered and that more than one replica answered (nginx's ``X-Upstream`` header), that
+the replicas run with the CPU and memory limits set, then brings it down, whatever happened.
+
+    python docker/compose_smoke.py --base glassllm-base:bookworm [--image glassllm:latest]
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import shutil
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import httpx
+
+COMPOSE_FILE = Path(__file__).resolve().parent.parent / "deploy" / "compose.yaml"
+PROJECT = "glassllm-smoke"
+REPLICAS = 2
+REQUESTS = 20
+
+
+def compose_command() -> list[str]:
+    if shutil.which("docker-compose"):
+        return ["docker-compose"]
+    if subprocess.run(["docker", "compose", "version"], capture_output=True).returncode == 0:
+        return ["docker", "compose"]
+    raise SystemExit("compose: neither docker-compose nor the docker compose plugin is"
+                     " installed (apt-get install docker-compose)")
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--base", required=True, help="the base the proxy image is built on")
+    parser.add_argument("--image", default="glassllm:latest")
+    args = parser.parse_args()
+    port = free_port()
+    env = {**os.environ, "BASE": args.base, "GLASSLLM_IMAGE": args.image,
+           "PORT": str(port), "REPLICAS": str(REPLICAS)}
+    compose = [*compose_command(), "-f", str(COMPOSE_FILE), "-p", PROJECT]
+
+    def run(*cmd: str, timeout: float = 300) -> str:
+        r = subprocess.run([*compose, *cmd], env=env, capture_output=True, text=True,
+                           timeout=timeout)
+        if r.returncode != 0:
+            raise SystemExit(f"compose {' '.join(cmd)} exited {r.returncode}:\n"
+                             f"{r.stdout[-1500:]}{r.stderr[-1500:]}")
+        return r.stdout
+
+    t0 = time.perf_counter()
+    try:
+        run("up", "-d", "--build")
+        url = f"http://127.0.0.1:{port}"
+        deadline = time.perf_counter() + 60
+        while True:                                   # the proxy waits for healthy replicas
+            try:
+                if httpx.get(f"{url}/healthz", timeout=2).status_code == 200:
+                    break
+            except httpx.HTTPError:
+                pass
+            if time.perf_counter() > deadline:
+                raise SystemExit(f"compose: no 200 /healthz through the proxy in 60 s\n"
+                                 f"{run('ps')}{run('logs', '--tail', '20')}")
+            time.sleep(0.25)
+        print(f"ok   compose up: {REPLICAS} replicas + proxy answering after"
+              f" {time.perf_counter() - t0:.1f} s", flush=True)
+        answered: dict[str, int] = {}
+        for _ in range(REQUESTS):
+            r = httpx.post(f"{url}/api/v1/ops/softmax_np",
+                           json={"inputs": {"x": [[1000.0, 1000.0]]}}, timeout=10)
+            assert r.status_code == 200 and r.json()["value"] == [[0.5, 0.5]], r.text[:200]
+            upstream = r.headers.get("x-upstream")
+            assert upstream, f"no X-Upstream header: {dict(r.headers)}"
+            answered[upstream] = answered.get(upstream, 0) + 1
+        if len(answered) < 2:
+            raise SystemExit(f"compose: one replica answered all {REQUESTS} requests:"
+                             f" {answered}")
+        print(f"ok   {REQUESTS} op calls through nginx, answered by {len(answered)} replicas:"
+              f" {sorted(answered.values())}", flush=True)
+        ids = subprocess.run(["docker", "ps", "-q", "--filter",
+                              f"label=com.docker.compose.project={PROJECT}", "--filter",
+                              "label=com.docker.compose.service=sandbox"],
+                             capture_output=True, text=True, check=True).stdout.split()
+        assert len(ids) == REPLICAS, f"{len(ids)} sandbox containers, expected {REPLICAS}"
+        for cid in ids:
+            limits = subprocess.run(
+                ["docker", "inspect", "-f", "{{.HostConfig.NanoCpus}} {{.HostConfig.Memory}}"
+                 " {{.HostConfig.ReadonlyRootfs}} {{.State.Health.Status}}", cid],
+                capture_output=True, text=True, check=True).stdout.split()
+            assert limits[0] != "0" and limits[1] != "0", f"{cid}: no CPU/memory limit"
+            assert limits[2:] == ["true", "healthy"], f"{cid}: {limits}"
+        print("ok   each replica: read-only, healthy, CPU and memory limits set", flush=True)
+    finally:
+        run("down", "--timeout", "5")
+        print(f"ok   compose down; deployment test took {time.perf_counter() - t0:.1f} s",
+              flush=True)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,545 @@
+"""A Python client for the gradient sandbox (issue 12): numpy in, numpy out, exactly.
+
+    >>> from glassllm.client import Sandbox
+    >>> with Sandbox("http://127.0.0.1:8000") as sb:             # doctest: +SKIP
+    ...     r = sb.op("mul", {"a": [1.0, 2.0], "b": [3.0, 4.0]})
+    ...     r.value, r.grads["a"]
+    (array([3., 8.]), array([3., 4.]))
+
+What it does for you:
+
+- **Exact arrays both ways.** NumPy arrays of at least `BASE64_MIN_ELEMENTS` elements
+  travel as ``{"dtype", "shape", "base64"}`` (little-endian bytes), smaller ones as JSON
+  with the non-finite tokens ``"NaN"``, ``"Infinity"``, ``"-Infinity"``; every answer is
+  decoded to float64 arrays. NaN, ±Infinity, -0.0, subnormals and the largest finite float
+  come back bit for bit (SPEC H3).
+- **Typed errors.** Every error body (H4) becomes a `SandboxError` subclass chosen by its
+  status (`InvalidInputError` for 422, `TooLargeError` for 413, ...) with ``status``,
+  ``code``, ``input``, ``op`` and ``message``; a status without its own class falls back to
+  its family (`ClientError` for 4xx, `ServerError` for 5xx).
+- **Retries on 503 only.** The sandbox answers 503 when its compute slots are busy (H5),
+  with a ``Retry-After`` in seconds or as an HTTP date. The client waits that long plus a
+  little random jitter, at most `retries` times and `retry_time` seconds in all. Every
+  sandbox call is free of side effects (it computes and forgets), so repeating one is safe.
+- **One connection pool** per `Sandbox` (httpx keeps connections alive); use it as a
+  context manager, or call `close()`.
+
+Needs only NumPy and httpx (``pip install 'glassllm[client]'``); it never imports the
+service or FastAPI, so a notebook or an autograder can use it on its own. The server's URL
+is the first argument, else the ``GLASSLLM_URL`` environment variable, else
+``http://127.0.0.1:8000`` (what ``make run`` starts).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import email.utils
+import json
+import math
+import os
+import random
+import time
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+try:
+    import httpx
+except ImportError:                                     # pragma: no cover - tested by name
+    raise ImportError("glassllm.client needs httpx; install the client extra:"
+                      " pip install 'glassllm[client]'") from None
+
+from glassllm.wire import BASE64_DTYPES, coerce, encode_array, encode_base64, is_base64
+
+try:                    # faster JSON when present (the service extra has it); never required
+    import orjson
+
+    def _dumps(body: Any) -> bytes:
+        return orjson.dumps(body)
+
+    def _loads(data: bytes) -> Any:
+        return orjson.loads(data)
+except ImportError:     # pragma: no cover - the client extra alone
+    def _dumps(body: Any) -> bytes:
+        return json.dumps(body, allow_nan=False, separators=(",", ":")).encode()
+
+    def _loads(data: bytes) -> Any:
+        return json.loads(data)
+
+__all__ = [
+    "BASE64_MIN_ELEMENTS",
+    "AsyncSandbox",
+    "BadRequestError",
+    "BusyError",
+    "ClientError",
+    "InvalidInputError",
+    "NotFoundError",
+    "Result",
+    "Sandbox",
+    "SandboxError",
+    "ServerError",
+    "TooLargeError",
+    "UnsupportedMediaTypeError",
+]
+
+DEFAULT_URL = "http://127.0.0.1:8000"
+BASE64_MIN_ELEMENTS = 64
+"""Arrays with at least this many elements travel as base64: below it the JSON text is as
+short and needs no decoding step on either side."""
+
+
+# --------------------------------------------------------------------------------------
+# errors: one class per status, each in its family
+# --------------------------------------------------------------------------------------
+
+class SandboxError(Exception):
+    """An error answer of the sandbox (H4): ``{"error": {status, code, message, op, input}}``.
+
+    Attributes: ``status`` (HTTP status), ``code`` (e.g. ``"invalid_input"``), ``input``
+    (the input or field it names, or None), ``op`` (the op, or None), ``message``, and
+    ``body`` (the whole error object, with extra keys such as ``position``).
+    """
+
+    def __init__(self, status: int, code: str, message: str, *, input: str | None = None,
+                 op: str | None = None, body: dict | None = None):
+        super().__init__(f"{status} {code}: {message}")
+        self.status, self.code, self.message = status, code, message
+        self.input, self.op, self.body = input, op, body or {}
+
+
+class ClientError(SandboxError):
+    """A 4xx answer: the request was refused; sending it again will not help."""
+
+
+class ServerError(SandboxError):
+    """A 5xx answer."""
+
+
+class BadRequestError(ClientError):
+    """400: NumPy refused the shapes (``shape_error``, ``numpy_error``)."""
+
+
+class NotFoundError(ClientError):
+    """404: no such op or route (``unknown_op`` carries ``close`` matches in ``body``)."""
+
+
+class TooLargeError(ClientError):
+    """413: a size limit (H5) would be passed; ``input`` names what is too large."""
+
+
+class UnsupportedMediaTypeError(ClientError):
+    """415: the body was not sent as JSON."""
+
+
+class InvalidInputError(ClientError):
+    """422: an input does not fit its kind, or the request is malformed."""
+
+
+class BusyError(ServerError):
+    """503: every compute slot was busy, still after the client's retries."""
+
+
+_BY_STATUS: dict[int, type[SandboxError]] = {
+    400: BadRequestError, 404: NotFoundError, 413: TooLargeError,
+    415: UnsupportedMediaTypeError, 422: InvalidInputError, 503: BusyError,
+}
+
+
+def error_from(response: httpx.Response) -> SandboxError:
+    """The typed exception of an error answer; a body that is not the sandbox's (a proxy's
+    HTML page) still gives the status and the start of the text."""
+    status = response.status_code
+    try:
+        err = response.json()["error"]
+        code, message = str(err.get("code", "http_error")), str(err.get("message", ""))
+    except (ValueError, KeyError, TypeError, AttributeError):
+        err, code, message = {}, "http_error", response.text[:200]
+    cls = _BY_STATUS.get(status) or (ClientError if status < 500 else ServerError)
+    return cls(status, code, message, input=err.get("input"), op=err.get("op"), body=err)
+
+
+# --------------------------------------------------------------------------------------
+# arrays on the wire
+# --------------------------------------------------------------------------------------
+
+def to_wire(value: Any, base64_min: int = BASE64_MIN_ELEMENTS) -> Any:
+    """A Python / NumPy value as JSON-ready data, exactly (H3).
+
+    NumPy arrays of at least `base64_min` elements (numbers or booleans) become binary
+    arrays; other arrays and floats become JSON, non-finite floats the string tokens.
+    Lists, tuples and dicts are converted item by item (index objects keep their form).
+    """
+    if isinstance(value, np.ndarray):
+        if value.dtype.kind in "fiub" and value.size >= base64_min:
+            return encode_base64(value)
+        if value.dtype.kind in "fiub":
+            return encode_array(value)
+        return [to_wire(v, base64_min) for v in value.tolist()]
+    if isinstance(value, np.generic):
+        value = value.item()
+    if isinstance(value, float):
+        return value if math.isfinite(value) else encode_array(np.float64(value))
+    if isinstance(value, list | tuple):
+        return [to_wire(v, base64_min) for v in value]
+    if isinstance(value, Mapping):
+        return {str(k): to_wire(v, base64_min) for k, v in value.items()}
+    return value
+
+
+def from_wire(value: Any, name: str = "value") -> np.ndarray:
+    """An array of an answer (a number, a token, nested lists or a binary array) as NumPy.
+
+    Floats come back float64 (bit-exact); binary arrays keep their dtype (int64, bool).
+    """
+    if is_base64(value):
+        kind = {"float": "tensor", "int": "int_array", "bool": "bool_mask"}[
+            BASE64_DTYPES.get(value.get("dtype"), ("", "float"))[1]]
+        return coerce(kind, name, value)
+    return coerce("tensor", name, value)
+
+
+@dataclass
+class Result:
+    """One computed answer: ``value`` (float64 array; 0-d for a scalar), ``grads`` (input or
+    variable name → float64 array shaped like it), ``warnings`` (NumPy's floating-point
+    warnings, H4) and ``raw`` (the rest of the answer: ``op``, ``nodes``, ``check`` ...)."""
+
+    value: np.ndarray
+    grads: dict[str, np.ndarray]
+    warnings: list[str]
+    raw: dict = field(default_factory=dict, repr=False)
+
+    @classmethod
+    def from_answer(cls, answer: dict) -> Result:
+        rest = {k: v for k, v in answer.items() if k not in ("value", "grads", "warnings")}
+        return cls(from_wire(answer["value"]),
+                   {k: from_wire(v, k) for k, v in (answer.get("grads") or {}).items()},
+                   list(answer.get("warnings") or []), rest)
+
+
+# --------------------------------------------------------------------------------------
+# requests (shared by Sandbox and AsyncSandbox)
+# --------------------------------------------------------------------------------------
+
+def _has_base64(obj: Any) -> bool:
+    if isinstance(obj, dict):
+        return is_base64(obj) or any(_has_base64(v) for v in obj.values())
+    if isinstance(obj, list):
+        return any(_has_base64(v) for v in obj)
+    return False
+
+
+def _encoding(body: dict, encoding: str | None) -> dict:
+    """Ask for binary answers when asked to, or (``None``) when the request sent any."""
+    if encoding is None:
+        encoding = "base64" if _has_base64(body) else "json"
+    if encoding == "base64":
+        body["encoding"] = "base64"
+    elif encoding != "json":
+        raise ValueError("encoding must be 'json', 'base64' or None (automatic)")
+    return body
+
+
+def op_body(inputs: Mapping[str, Any], requires_grad: Sequence[str] | None = None,
+            grad_output: Any = None, base64_min: int = BASE64_MIN_ELEMENTS) -> dict:
+    body: dict = {"inputs": to_wire(dict(inputs), base64_min)}
+    if requires_grad is not None:
+        body["requires_grad"] = list(requires_grad)
+    if grad_output is not None:
+        body["grad_output"] = to_wire(grad_output, base64_min)
+    return body
+
+
+def eval_body(expression: str, variables: Mapping[str, Any] | None = None,
+              grad_output: Any = None, check: bool = False,
+              base64_min: int = BASE64_MIN_ELEMENTS) -> dict:
+    body: dict = {"expression": expression}
+    if variables:
+        body["variables"] = to_wire(dict(variables), base64_min)
+    if grad_output is not None:
+        body["grad_output"] = to_wire(grad_output, base64_min)
+    if check:
+        body["check"] = True
+    return body
+
+
+def check_body(*, op: str | None, inputs: Mapping[str, Any] | None, expression: str | None,
+               variables: Mapping[str, Any] | None, requires_grad: Sequence[str] | None,
+               grad_output: Any, value: Any, grads: Mapping[str, Any] | None,
+               rtol: float | None, atol: float | None, reveal: bool,
+               base64_min: int) -> dict:
+    if (op is None) == (expression is None):
+        raise ValueError("check needs exactly one of op= (with inputs=) or expression=")
+    if op is not None:
+        body = {"op": op, **op_body(inputs or {}, requires_grad, grad_output, base64_min)}
+    else:
+        body = eval_body(expression, variables, grad_output, base64_min=base64_min)
+    claimed: dict = {}
+    if value is not None:
+        claimed["value"] = to_wire(value, base64_min)
+    if grads:
+        claimed["grads"] = to_wire(dict(grads), base64_min)
+    body["claimed"] = claimed
+    if rtol is not None:
+        body["rtol"] = rtol
+    if atol is not None:
+        body["atol"] = atol
+    body["reveal"] = reveal
+    return body
+
+
+def _case(case: Mapping[str, Any], base64_min: int) -> dict:
+    return to_wire(dict(case), base64_min)
+
+
+def retry_delay(response: httpx.Response, attempt: int) -> float:
+    """Seconds to wait before retrying a 503: its ``Retry-After`` (delta-seconds or an HTTP
+    date, RFC 9110 §10.2.3), else 0.5 · 2**attempt, plus up to 10 % random jitter so many
+    clients refused together do not come back together."""
+    header = response.headers.get("retry-after", "").strip()
+    delay = None
+    if header.isdigit():
+        delay = float(header)
+    elif header:
+        try:
+            when = email.utils.parsedate_to_datetime(header)
+            delay = max(0.0, when.timestamp() - time.time())
+        except (TypeError, ValueError, IndexError, OverflowError):
+            delay = None
+    if delay is None:
+        delay = 0.5 * 2 ** attempt
+    return delay + random.uniform(0.0, 0.1 * delay + 0.05)
+
+
+class _Base:
+    def __init__(self, url: str | None, token: str | None, timeout: float, retries: int,
+                 retry_time: float, base64_min: int):
+        url = url or os.environ.get("GLASSLLM_URL") or DEFAULT_URL
+        self.url = url.rstrip("/")
+        self.retries, self.retry_time, self.base64_min = retries, retry_time, base64_min
+        self.headers = {"Content-Type": "application/json", "Accept": "application/json"}
+        if token:
+            self.headers["Authorization"] = f"Bearer {token}"
+        self.timeout = timeout
+
+    @staticmethod
+    def _content(body: Any) -> bytes:
+        return _dumps(body)
+
+    def _should_retry(self, response: httpx.Response, attempt: int, start: float) -> float | None:
+        if response.status_code != 503 or attempt >= self.retries:
+            return None
+        delay = retry_delay(response, attempt)
+        if time.monotonic() - start + delay > self.retry_time:
+            return None
+        return delay
+
+    @staticmethod
+    def _answer(response: httpx.Response) -> Any:
+        if response.status_code >= 400:
+            raise error_from(response)
+        return _loads(response.content)
+
+    @staticmethod
+    def _batch_results(answer: dict) -> list[Result | SandboxError]:
+        out: list[Result | SandboxError] = []
+        for item in answer["results"]:
+            if "error" in item:
+                err = item["error"]
+                status = int(err.get("status", 0))
+                cls = _BY_STATUS.get(status) or (ClientError if status < 500 else ServerError)
+                out.append(cls(status, err.get("code", ""), err.get("message", ""),
+                               input=err.get("input"), op=err.get("op"), body=err))
+            else:
+                out.append(Result.from_answer(item))
+        return out
+
+    @staticmethod
+    def _check_report(answer: dict) -> dict:
+        """Masks as NumPy bool arrays; numbers stay as the server wrote them."""
+        def fix(report: dict | None) -> dict | None:
+            if report and report.get("mask") is not None:
+                report["mask"] = np.array(report["mask"], dtype=bool)
+            return report
+        answer["value"] = fix(answer.get("value"))
+        answer["grads"] = {k: fix(v) for k, v in (answer.get("grads") or {}).items()}
+        return answer
+
+
+class Sandbox(_Base):
+    """A blocking client; one httpx connection pool. Methods raise `SandboxError`s.
+
+    Args:
+        url: the sandbox, e.g. ``"http://127.0.0.1:8000"``; default ``$GLASSLLM_URL``.
+        token: sent as ``Authorization: Bearer <token>`` (for a proxy in front).
+        timeout: seconds per HTTP request.
+        retries: how many times a 503 is retried; retry_time: at most this many seconds of
+            waiting in all.
+        base64_min: arrays with at least this many elements travel as base64.
+        transport: an httpx transport (tests pass `httpx.MockTransport`).
+    """
+
+    def __init__(self, url: str | None = None, token: str | None = None, timeout: float = 30.0,
+                 *, retries: int = 3, retry_time: float = 30.0,
+                 base64_min: int = BASE64_MIN_ELEMENTS,
+                 transport: httpx.BaseTransport | None = None):
+        super().__init__(url, token, timeout, retries, retry_time, base64_min)
+        self._http = httpx.Client(base_url=self.url, headers=self.headers, timeout=timeout,
+                                  transport=transport)
+
+    def __enter__(self) -> Sandbox:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def close(self) -> None:
+        self._http.close()
+
+    def _send(self, method: str, path: str, body: Any = None) -> Any:
+        content = None if body is None else self._content(body)
+        start, attempt = time.monotonic(), 0
+        while True:
+            response = self._http.request(method, path, content=content)
+            delay = self._should_retry(response, attempt, start)
+            if delay is None:
+                return self._answer(response)
+            time.sleep(delay)
+            attempt += 1
+
+    def op(self, name: str, inputs: Mapping[str, Any], requires_grad: Sequence[str] | None = None,
+           grad_output: Any = None, *, encoding: str | None = None) -> Result:
+        """Run one registry op forward and backward (``POST /api/v1/ops/{name}``, H2).
+
+        `inputs`: input name → value (NumPy arrays, lists, numbers, index objects).
+        `requires_grad`: inputs to differentiate (default: every differentiable one).
+        `grad_output`: the backward's seed, shaped like the output (default: ones).
+        `encoding`: the answer's arrays, ``"json"`` or ``"base64"``; default: base64 when
+        the request sent a binary array. Either way the result is exact.
+        """
+        body = _encoding(op_body(inputs, requires_grad, grad_output, self.base64_min), encoding)
+        return Result.from_answer(self._send("POST", f"/api/v1/ops/{name}", body))
+
+    def eval(self, expression: str, variables: Mapping[str, Any] | None = None,
+             grad_output: Any = None, check: bool = False, *,
+             encoding: str | None = None) -> Result:
+        """Evaluate an expression of registry ops (``POST /api/v1/eval``): ``value``,
+        ``grads`` per variable, and in ``raw`` every node's value and adjoint."""
+        body = _encoding(eval_body(expression, variables, grad_output, check, self.base64_min),
+                         encoding)
+        return Result.from_answer(self._send("POST", "/api/v1/eval", body))
+
+    def ops(self) -> list[dict]:
+        """Every op of the registry with its inputs and examples (``GET /api/v1/ops``)."""
+        return self._send("GET", "/api/v1/ops")["ops"]
+
+    def examples(self) -> list[dict]:
+        """SPEC Part L's examples as ready expression requests (``GET /api/v1/examples``)."""
+        return self._send("GET", "/api/v1/examples")["examples"]
+
+    def check(self, op: str | None = None, inputs: Mapping[str, Any] | None = None, *,
+              expression: str | None = None, variables: Mapping[str, Any] | None = None,
+              requires_grad: Sequence[str] | None = None, grad_output: Any = None,
+              value: Any = None, grads: Mapping[str, Any] | None = None,
+              rtol: float | None = None, atol: float | None = None,
+              reveal: bool = True) -> dict:
+        """Grade a claimed value and gradients (``POST /api/v1/check``).
+
+        Returns ``{"passed", "value": report, "grads": {name: report}, "warnings"}``, each
+        report with ``shape_match``, ``allclose``, ``mismatches``, ``mask`` (a NumPy bool
+        array, True where wrong), ``first_mismatch`` and, unless ``reveal=False``,
+        ``max_abs_err``, ``max_rel_err`` and the expected number at the first mismatch.
+        """
+        body = check_body(op=op, inputs=inputs, expression=expression, variables=variables,
+                          requires_grad=requires_grad, grad_output=grad_output, value=value,
+                          grads=grads, rtol=rtol, atol=atol, reveal=reveal,
+                          base64_min=self.base64_min)
+        return self._check_report(self._send("POST", "/api/v1/check", body))
+
+    def batch(self, cases: Sequence[Mapping[str, Any]], *,
+              encoding: str | None = None) -> list[Result | SandboxError]:
+        """Several op calls / expressions in one request (``POST /api/v1/batch``).
+
+        Each case is ``{"op": name, "inputs": ..., "requires_grad": ..., "grad_output": ...}``
+        or ``{"expression": ..., "variables": ..., "grad_output": ...}``. Answers come in
+        order: a `Result`, or the case's own `SandboxError` (returned, not raised). A
+        refusal of the whole batch (413 over its work bound) is raised.
+        """
+        body = _encoding({"cases": [_case(c, self.base64_min) for c in cases]}, encoding)
+        return self._batch_results(self._send("POST", "/api/v1/batch", body))
+
+
+class AsyncSandbox(_Base):
+    """The same client for asyncio (``async with AsyncSandbox(url) as sb: await sb.op(...)``)."""
+
+    def __init__(self, url: str | None = None, token: str | None = None, timeout: float = 30.0,
+                 *, retries: int = 3, retry_time: float = 30.0,
+                 base64_min: int = BASE64_MIN_ELEMENTS,
+                 transport: httpx.AsyncBaseTransport | None = None):
+        super().__init__(url, token, timeout, retries, retry_time, base64_min)
+        self._http = httpx.AsyncClient(base_url=self.url, headers=self.headers, timeout=timeout,
+                                       transport=transport)
+
+    async def __aenter__(self) -> AsyncSandbox:
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.close()
+
+    async def close(self) -> None:
+        await self._http.aclose()
+
+    async def _send(self, method: str, path: str, body: Any = None) -> Any:
+        content = None if body is None else self._content(body)
+        start, attempt = time.monotonic(), 0
+        while True:
+            response = await self._http.request(method, path, content=content)
+            delay = self._should_retry(response, attempt, start)
+            if delay is None:
+                return self._answer(response)
+            await asyncio.sleep(delay)
+            attempt += 1
+
+    async def op(self, name: str, inputs: Mapping[str, Any],
+                 requires_grad: Sequence[str] | None = None, grad_output: Any = None, *,
+                 encoding: str | None = None) -> Result:
+        """See `Sandbox.op`."""
+        body = _encoding(op_body(inputs, requires_grad, grad_output, self.base64_min), encoding)
+        return Result.from_answer(await self._send("POST", f"/api/v1/ops/{name}", body))
+
+    async def eval(self, expression: str, variables: Mapping[str, Any] | None = None,
+                   grad_output: Any = None, check: bool = False, *,
+                   encoding: str | None = None) -> Result:
+        """See `Sandbox.eval`."""
+        body = _encoding(eval_body(expression, variables, grad_output, check, self.base64_min),
+                         encoding)
+        return Result.from_answer(await self._send("POST", "/api/v1/eval", body))
+
+    async def ops(self) -> list[dict]:
+        """See `Sandbox.ops`."""
+        return (await self._send("GET", "/api/v1/ops"))["ops"]
+
+    async def examples(self) -> list[dict]:
+        """See `Sandbox.examples`."""
+        return (await self._send("GET", "/api/v1/examples"))["examples"]
+
+    async def check(self, op: str | None = None, inputs: Mapping[str, Any] | None = None, *,
+                    expression: str | None = None, variables: Mapping[str, Any] | None = None,
+                    requires_grad: Sequence[str] | None = None, grad_output: Any = None,
+                    value: Any = None, grads: Mapping[str, Any] | None = None,
+                    rtol: float | None = None, atol: float | None = None,
+                    reveal: bool = True) -> dict:
+        """See `Sandbox.check`."""
+        body = check_body(op=op, inputs=inputs, expression=expression, variables=variables,
+                          requires_grad=requires_grad, grad_output=grad_output, value=value,
+                          grads=grads, rtol=rtol, atol=atol, reveal=reveal,
+                          base64_min=self.base64_min)
+        return self._check_report(await self._send("POST", "/api/v1/check", body))
+
+    async def batch(self, cases: Sequence[Mapping[str, Any]], *,
+                    encoding: str | None = None) -> list[Result | SandboxError]:
+        """See `Sandbox.batch`."""
+        body = _encoding({"cases": [_case(c, self.base64_min) for c in cases]}, encoding)
+        return self._batch_results(await self._send("POST", "/api/v1/batch", body))

@@ -1,0 +1,69 @@
+"""A 405 names every method of its path in ``Allow`` (RFC 9110 §15.5.6, issue 9).
+
+Starlette's router stops at the first route whose path matches and answers with that
+route's methods only: ``PUT /api/v1/ops/add`` said ``Allow: GET`` (the ``GET
+/api/v1/ops/{name}`` route) although POST and HEAD work there too. This middleware
+rewrites the header of every 405 from all the routes that match the path.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from starlette.routing import Mount
+
+STATIC_METHODS = {"GET", "HEAD"}              # StaticFiles answers these only
+
+
+def flat_routes(routes: list, prefix: str = "") -> list[tuple[Any, str]]:
+    """(route, prefix) pairs with the routers FastAPI includes opened up (FastAPI ≥ 0.16x
+    keeps an included router as one entry holding its original routes)."""
+    out = []
+    for route in routes:
+        inner = getattr(route, "original_router", None)
+        if inner is not None:
+            context = getattr(route, "include_context", None)
+            out += flat_routes(inner.routes, prefix + getattr(context, "prefix", ""))
+        else:
+            out.append((route, prefix))
+    return out
+
+
+def allowed_methods(routes: list, path: str) -> list[str]:
+    """The methods of every route whose path template matches `path`, sorted."""
+    methods: set[str] = set()
+    for route, prefix in flat_routes(routes):
+        if isinstance(route, Mount):
+            if path.startswith(prefix + route.path + "/"):
+                methods |= STATIC_METHODS
+            continue
+        regex = getattr(route, "path_regex", None)
+        if regex is None:
+            continue
+        if prefix:
+            if not path.startswith(prefix):
+                continue
+            if not regex.match(path[len(prefix):]):
+                continue
+        elif not regex.match(path):
+            continue
+        methods |= set(getattr(route, "methods", None) or ())
+    return sorted(methods)
+
+
+class AllowEveryMethod:
+    def __init__(self, app: Any, routes: list) -> None:
+        self.app, self.routes = app, routes
+
+    async def __call__(self, scope: dict, receive: Any, send: Any) -> None:
+        if scope["type"] != "http":
+            return await self.app(scope, receive, send)
+
+        async def send_allow(message: dict) -> None:
+            if message["type"] == "http.response.start" and message["status"] == 405:
+                allow = ", ".join(allowed_methods(self.routes, scope["path"])).encode()
+                headers = [(k, v) for k, v in message.get("headers", ()) if k.lower() != b"allow"]
+                message = {**message, "headers": [*headers, (b"allow", allow)]}
+            await send(message)
+
+        await self.app(scope, receive, send_allow)

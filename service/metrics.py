@@ -1,0 +1,115 @@
+"""Prometheus metrics at ``/metrics`` with the standard client library (issue 9).
+
+Labels come from bounded sets only: route templates (``/api/v1/ops/{name}``, one per
+registry op), registry op names, status codes, lanes and refusal reasons — never a raw
+path or an id. With several worker processes, ``glassllm-sandbox`` points
+``PROMETHEUS_MULTIPROC_DIR`` at a fresh directory before the workers start, and
+``/metrics`` sums every worker's files (the client library's multiprocess mode).
+``GLASSLLM_METRICS=0``: no route, nothing recorded.
+
+| metric | type | labels |
+|---|---|---|
+| glassllm_requests_total | counter | route, op, status |
+| glassllm_request_duration_seconds | histogram | route, op |
+| glassllm_queue_depth | gauge (sum over workers) | lane |
+| glassllm_slots_busy | gauge (sum over workers) | lane |
+| glassllm_slots | gauge (sum over workers) | — |
+| glassllm_slot_wait_seconds | histogram | lane |
+| glassllm_refusals_total | counter | reason (queue_full, queue_timeout, client_gone) |
+"""
+
+from __future__ import annotations
+
+import os
+from typing import Any
+
+from starlette.requests import Request
+from starlette.responses import Response
+
+_m: dict[str, Any] = {}          # the metric objects, made once per process by enable()
+BUCKETS = (.001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10)
+
+
+def enable() -> None:
+    """Create the metrics (once per process; create_app may run more than once in tests)."""
+    if _m:
+        return
+    from prometheus_client import Counter, Gauge, Histogram
+    _m["requests"] = Counter("glassllm_requests", "HTTP requests answered",
+                             ["route", "op", "status"])
+    _m["duration"] = Histogram("glassllm_request_duration_seconds", "Time to answer a request",
+                               ["route", "op"], buckets=BUCKETS)
+    _m["queue"] = Gauge("glassllm_queue_depth", "Requests waiting for a compute slot",
+                        ["lane"], multiprocess_mode="livesum")
+    _m["busy"] = Gauge("glassllm_slots_busy", "Compute slots in use", ["lane"],
+                       multiprocess_mode="livesum")
+    _m["slots"] = Gauge("glassllm_slots", "Compute slots", multiprocess_mode="livesum")
+    _m["wait"] = Histogram("glassllm_slot_wait_seconds", "Time waited for a compute slot",
+                           ["lane"], buckets=BUCKETS)
+    _m["refusals"] = Counter("glassllm_refusals", "Requests refused or dropped while queued",
+                             ["reason"])
+    for lane in ("small", "large"):                 # every series present from the start
+        _m["queue"].labels(lane)
+        _m["busy"].labels(lane)
+    for reason in ("queue_full", "queue_timeout", "client_gone"):
+        _m["refusals"].labels(reason)
+
+
+def record_request(route: str, op: str, status: int, seconds: float) -> None:
+    if _m:
+        _m["requests"].labels(route, op, str(status)).inc()
+        _m["duration"].labels(route, op).observe(seconds)
+
+
+def queue_depth(lane: str, delta: int) -> None:
+    if _m:
+        _m["queue"].labels(lane).inc(delta)
+
+
+def slot_taken(lane: str) -> None:
+    if _m:
+        _m["busy"].labels(lane).inc()
+
+
+def slot_released(lane: str) -> None:
+    if _m:
+        _m["busy"].labels(lane).dec()
+
+
+def slots_capacity(n: int) -> None:
+    if _m:
+        _m["slots"].set(n)
+
+
+def slot_waited(lane: str, seconds: float) -> None:
+    if _m:
+        _m["wait"].labels(lane).observe(seconds)
+
+
+def refused(reason: str) -> None:
+    if _m:
+        _m["refusals"].labels(reason).inc()
+
+
+def exposition() -> tuple[bytes, str]:
+    """The text format of every metric, summed over workers in multiprocess mode."""
+    from prometheus_client import CONTENT_TYPE_LATEST, REGISTRY, CollectorRegistry, generate_latest
+    if os.environ.get("PROMETHEUS_MULTIPROC_DIR"):
+        from prometheus_client import multiprocess
+        registry = CollectorRegistry()
+        multiprocess.MultiProcessCollector(registry)
+    else:
+        registry = REGISTRY
+    return generate_latest(registry), CONTENT_TYPE_LATEST
+
+
+def install(app: Any) -> None:
+    """``GET /metrics`` (HEAD too), out of the OpenAPI schema."""
+    enable()
+
+    async def metrics_endpoint(request: Request) -> Response:
+        body, ctype = exposition()
+        return Response(body, media_type=ctype.split(";")[0],
+                        headers={"Content-Type": ctype})
+
+    app.add_route("/metrics", metrics_endpoint, methods=["GET", "HEAD"], include_in_schema=False)

@@ -1,0 +1,111 @@
+"""``POST /api/v1/batch``: several op calls and expressions in one request (issue 12).
+
+The cases are answered independently and in order: each answer is the case's result (the
+body ``POST /api/v1/ops/{name}`` or ``POST /api/v1/eval`` would give, without the eval's
+node list) or its own ``{"error": {...}}``, so one bad case never spoils the others.
+
+Bounded up front (H5): at most ``GLASSLLM_MAX_BATCH`` cases, and the planned work of all
+cases together — the sum of each case's ``Prepared.cost`` (`service.case.prepare_case`:
+the elements it builds plus its matmul multiply-adds) — at most
+``GLASSLLM_MAX_MATMUL_MADDS``, the work one request may do. Every case is prepared (all
+its checks, no compute) first; a batch past either bound is refused whole with 413, naming
+the case that pushes it over, before any case is computed. Then each prepared case runs.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from fastapi import APIRouter, Request
+from starlette.responses import Response
+
+from glassllm.errors import InputError
+from service import schemas
+from service.admission import run_admitted
+from service.case import Case, prepare_case, run_case
+from service.codec import computed, dumps, encoding_of
+from service.errors import ApiError, from_input_error
+from service.limits import off_loop, read_json
+from service.settings import Settings
+
+router = APIRouter(prefix="/api/v1", tags=["tools"])
+ERRORS = {s: {"model": schemas.ErrorBody} for s in (413, 415, 422, 503)}
+
+
+def prepare_batch(body: Any, maybe_bools: bool,
+                  settings: Settings) -> tuple[list[Case], int, str]:
+    """Every case checked and planned (no compute), the batch's total planned work bounded
+    up front: the prepared cases, their total work, the answer's encoding."""
+    if not isinstance(body, dict) or not isinstance(body.get("cases"), list):
+        raise ApiError(422, "invalid_request", 'the body must be {"cases": [...], "encoding":'
+                       ' "json" | "base64"}', input="cases")
+    extra = sorted(set(body) - {"cases", "encoding"})
+    if extra:
+        raise ApiError(422, "invalid_request", f"unknown field '{extra[0][:40]}'; the fields"
+                       " are cases, encoding", input=extra[0][:40])
+    encoding = encoding_of(body)
+    cases = body["cases"]
+    if len(cases) > settings.max_batch:
+        raise ApiError(413, "too_large", f"the batch has {len(cases)} cases; the limit is"
+                       f" {settings.max_batch} (GLASSLLM_MAX_BATCH)",
+                       input=f"cases[{settings.max_batch}]")
+    prepared, total = [], 0
+    for i, case in enumerate(cases):
+        prepared.append(prepare_case(case, maybe_bools, settings, f"cases[{i}]"))
+        total += prepared[-1].work
+        if total > settings.max_matmul_madds:
+            raise ApiError(413, "too_large", f"cases[{i}] brings the batch's planned work to"
+                           f" {total} (elements plus multiply-adds); the limit is"
+                           f" {settings.max_matmul_madds} (GLASSLLM_MAX_MATMUL_MADDS)",
+                           input=f"cases[{i}]")
+    return prepared, total, encoding
+
+
+def answer_batch(prepared: list[Case], encoding: str, maybe_bools: bool,
+                 settings: Settings) -> bytes:
+    """Run in a worker thread, inside one compute slot: each case answered on its own."""
+    results = []
+    for i, case in enumerate(prepared):
+        try:
+            solved = run_case(case, maybe_bools, settings)
+        except (ApiError, InputError) as exc:
+            err = exc if isinstance(exc, ApiError) else from_input_error(exc)
+            err.extra["case"] = i
+            results.append(err.body())
+            continue
+        head = {"op": solved.op} if solved.op else {}
+        results.append(computed(solved.value, solved.grads, solved.warnings, encoding, **head))
+    return dumps({"results": results})
+
+
+CASE = {"type": "object", "description": "an op call {op, inputs, requires_grad, grad_output}"
+        " or an expression {expression, variables, grad_output}",
+        "properties": {"op": {"type": "string"}, "inputs": {"type": "object"},
+                       "requires_grad": {"anyOf": [{"type": "null"},
+                                                   {"type": "array",
+                                                    "items": {"type": "string"}}]},
+                       "expression": {"type": "string"}, "variables": {"type": "object"},
+                       "grad_output": {"anyOf": [{"type": "null"},
+                                                 {"$ref": "#/components/schemas/FloatArray"}]}}}
+
+
+@router.post("/batch", responses=ERRORS, response_model=schemas.BatchResult,
+             summary="Several op calls and expressions, each answered on its own, in order",
+             openapi_extra={"requestBody": {"required": True, "content": {"application/json": {
+                 "schema": {"type": "object", "required": ["cases"],
+                            "additionalProperties": False, "properties": {
+                                "cases": {"type": "array", "items": CASE},
+                                "encoding": {"enum": ["json", "base64"]}}},
+                 "example": {"cases": [
+                     {"op": "mul", "inputs": {"a": [1.0, 2.0], "b": [3.0, 4.0]}},
+                     {"expression": "(x * x).sum()", "variables": {"x": [1.0, 2.0]}},
+                     {"op": "nope", "inputs": {}}]}}}}})
+async def batch(request: Request) -> Response:
+    settings = request.app.state.settings
+    parsed, maybe_bools = await read_json(request, settings, send='{"cases": [...]}')
+    prepared, total, encoding = await off_loop(request, prepare_batch, parsed, maybe_bools,
+                                               settings)
+    del parsed                  # a queued batch holds its prepared cases, not the JSON lists
+    out = await run_admitted(request, total, answer_batch, prepared, encoding, maybe_bools,
+                             settings)
+    return Response(out, media_type="application/json")

@@ -1,0 +1,131 @@
+"""``/dist/``: the sandbox serves its own wheel (issue 12), so a notebook on a course network
+with no package index can ``pip install http://sandbox:8000/dist/glassllm-<ver>-py3-none-any.whl``.
+
+No build tool is needed at run time, so it works the same from a source checkout and from
+an installed sandbox: a wheel is a zip of the package files plus a ``.dist-info`` folder
+(PEP 427), and this module writes one from the ``glassllm`` and ``service`` packages as they
+are on disk, the page's files under ``service/static`` (where the real wheel puts them,
+pyproject.toml), and the installed distribution's own METADATA and entry points. It is
+built once, on the first request, into a cache folder under the temp dir.
+"""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import importlib.metadata
+import tempfile
+import threading
+import zipfile
+from pathlib import Path
+
+from fastapi import APIRouter
+from starlette.responses import FileResponse, Response
+
+import glassllm
+import service
+from service.codec import dumps
+from service.errors import ApiError
+from service.routes.pages import static_dir
+
+router = APIRouter(prefix="/dist", tags=["dist"])
+_lock = threading.Lock()
+PACKAGES = (Path(glassllm.__file__).parent, Path(service.__file__).parent)
+
+
+def version() -> str:
+    try:
+        return importlib.metadata.version("glassllm")
+    except importlib.metadata.PackageNotFoundError:        # run from a bare checkout
+        return "0.1.0"
+
+
+def wheel_name() -> str:
+    return f"glassllm-{version()}-py3-none-any.whl"
+
+
+def _metadata(ver: str) -> tuple[str, str]:
+    """METADATA and entry_points.txt of the installed distribution, else minimal ones."""
+    try:
+        dist = importlib.metadata.distribution("glassllm")
+        meta, entry = dist.read_text("METADATA"), dist.read_text("entry_points.txt") or ""
+        if meta:
+            return meta, entry
+    except importlib.metadata.PackageNotFoundError:
+        pass
+    return (f"Metadata-Version: 2.1\nName: glassllm\nVersion: {ver}\nRequires-Python: >=3.11\n"
+            "Requires-Dist: numpy>=1.26\nProvides-Extra: client\n"
+            "Requires-Dist: httpx>=0.27; extra == 'client'\n", "")
+
+
+def _files() -> list[tuple[str, Path]]:
+    """(path in the wheel, file on disk) for both packages and the page."""
+    out = []
+    for pkg in PACKAGES:
+        for f in sorted(pkg.rglob("*")):
+            rel = f.relative_to(pkg.parent)
+            if f.is_file() and "__pycache__" not in rel.parts and f.suffix != ".pyc":
+                out.append((rel.as_posix(), f))
+    if not any(name.startswith("service/static/") for name, _ in out):
+        page = static_dir(None)
+        out += [(f"service/static/{f.relative_to(page).as_posix()}", f)
+                for f in sorted(page.rglob("*")) if f.is_file()]
+    return out
+
+
+def build(folder: Path) -> Path:
+    """Write the wheel into `folder` (PEP 427: files, then METADATA, WHEEL, RECORD)."""
+    ver = version()
+    info = f"glassllm-{ver}.dist-info"
+    meta, entry = _metadata(ver)
+    record: list[str] = []
+    target = folder / wheel_name()
+    partial = target.with_suffix(".part")
+
+    def add(zf: zipfile.ZipFile, name: str, data: bytes) -> None:
+        digest = base64.urlsafe_b64encode(hashlib.sha256(data).digest()).rstrip(b"=").decode()
+        record.append(f"{name},sha256={digest},{len(data)}")
+        zf.writestr(zipfile.ZipInfo(name, date_time=(2020, 1, 1, 0, 0, 0)), data,
+                    compress_type=zipfile.ZIP_DEFLATED)
+
+    with zipfile.ZipFile(partial, "w") as zf:
+        for name, path in _files():
+            add(zf, name, path.read_bytes())
+        add(zf, f"{info}/METADATA", meta.encode())
+        add(zf, f"{info}/WHEEL", b"Wheel-Version: 1.0\nGenerator: glassllm.service.dist\n"
+                                 b"Root-Is-Purelib: true\nTag: py3-none-any\n")
+        if entry:
+            add(zf, f"{info}/entry_points.txt", entry.encode())
+        record.append(f"{info}/RECORD,,")
+        zf.writestr(zipfile.ZipInfo(f"{info}/RECORD", date_time=(2020, 1, 1, 0, 0, 0)),
+                    "\n".join(record) + "\n")
+    partial.replace(target)
+    return target
+
+
+def wheel() -> Path:
+    """The cached wheel, built on first use (one build at a time)."""
+    folder = Path(tempfile.gettempdir()) / f"glassllm-dist-{version()}"
+    path = folder / wheel_name()
+    with _lock:
+        if not path.is_file():
+            folder.mkdir(parents=True, exist_ok=True)
+            build(folder)
+    return path
+
+
+@router.get("/", summary="The wheels this sandbox serves (pip install <url>)")
+def list_wheels() -> Response:
+    name = wheel_name()
+    return Response(dumps({"wheels": [name], "install": f"pip install '<this sandbox>/dist/{name}'"
+                                                        " (add [client] for httpx)"}),
+                    media_type="application/json")
+
+
+@router.get("/{filename}", summary="Download the sandbox's own glassllm wheel",
+            response_class=FileResponse)
+def get_wheel(filename: str) -> FileResponse:
+    if filename != wheel_name():
+        raise ApiError(404, "not_found", f"no file {filename[:80]!r}; this sandbox serves"
+                       f" {wheel_name()}", input="filename")
+    return FileResponse(wheel(), media_type="application/octet-stream", filename=filename)

@@ -1,0 +1,258 @@
+"""glassllm.client (issue 12) against a real sandbox, and its retry / error logic against
+stubbed transports (httpx.MockTransport)."""
+
+from __future__ import annotations
+
+import asyncio
+import email.utils
+import subprocess
+import sys
+import time
+
+import httpx
+import numpy as np
+import pytest
+
+from glassllm import client as gc
+from glassllm.client import (
+    AsyncSandbox,
+    BadRequestError,
+    BusyError,
+    ClientError,
+    InvalidInputError,
+    NotFoundError,
+    Sandbox,
+    SandboxError,
+    ServerError,
+    TooLargeError,
+    UnsupportedMediaTypeError,
+)
+from tests.sandbox_server import running_sandbox
+
+EDGES = np.array([np.nan, np.inf, -np.inf, -0.0, 0.0, 5e-324, -5e-324,
+                  2.2250738585072014e-308, np.finfo(np.float64).max,
+                  -np.finfo(np.float64).max, 0.1, 1 / 3])
+
+
+@pytest.fixture(scope="module")
+def url():
+    with running_sandbox(env={"GLASSLLM_MAX_ARRAY_ELEMENTS": "100000"}) as u:
+        yield u
+
+
+@pytest.fixture
+def sb(url):
+    with Sandbox(url) as s:
+        yield s
+
+
+@pytest.mark.parametrize("base64_min", [1, 10**9], ids=["base64", "json"])
+def test_round_trip_is_bit_exact_for_edge_values(url, base64_min):
+    """mul(a, ones): the value and b's gradient are `a`, every bit (H3): NaN, ±Infinity,
+    -0.0, subnormals, the largest finite float, in both wire forms."""
+    with Sandbox(url, base64_min=base64_min) as sb:
+        r = sb.op("mul", {"a": EDGES, "b": np.ones_like(EDGES)})
+    assert r.value.dtype == np.float64
+    assert r.value.tobytes() == EDGES.tobytes()
+    assert r.grads["b"].tobytes() == EDGES.tobytes()
+    assert r.grads["a"].tobytes() == np.ones_like(EDGES).tobytes()
+    assert (r.value + 1)[3] == 1.0                   # numbers, not strings: "+ 1" works
+
+
+def test_base64_and_json_answers_are_identical(url):
+    rng = np.random.default_rng(1)
+    a, b = rng.standard_normal((16, 9)), rng.standard_normal((9, 7))
+    with Sandbox(url, base64_min=1) as s1, Sandbox(url, base64_min=10**9) as s2:
+        r1, r2 = s1.op("matmul", {"a": a, "b": b}), s2.op("matmul", {"a": a, "b": b})
+    assert r1.value.tobytes() == r2.value.tobytes() == (a @ b).tobytes()
+    for k in ("a", "b"):
+        assert r1.grads[k].tobytes() == r2.grads[k].tobytes()
+
+
+def test_eval_ops_examples(sb):
+    r = sb.eval("(x * x).sum()", {"x": np.array([1.0, -2.0])})
+    assert float(r.value) == 5.0 and r.value.shape == () and r.grads["x"].tolist() == [2.0, -4.0]
+    assert [n["op"] for n in r.raw["nodes"]][-1] == "tsum"
+    names = {o["name"] for o in sb.ops()}
+    assert {"matmul", "softmax", "transformer_block"} <= names
+    assert all("value" in e["expected"] for e in sb.examples())
+
+
+def test_warnings_come_back(sb):
+    r = sb.op("div", {"a": [1.0, 0.0], "b": [0.0, 0.0]}, requires_grad=[])
+    assert r.value.tolist()[0] == np.inf and np.isnan(r.value[1]) and r.grads == {}
+    assert any("divide by zero" in w for w in r.warnings)
+
+
+def test_typed_errors_from_the_live_sandbox(sb):
+    with pytest.raises(NotFoundError) as e:
+        sb.op("matmull", {"a": 1.0})
+    assert (e.value.status, e.value.code) == (404, "unknown_op")
+    assert "matmul" in e.value.body["close"]
+    with pytest.raises(InvalidInputError) as e:
+        sb.op("mul", {"a": [1.0], "b": "one"})
+    assert (e.value.status, e.value.input, e.value.op) == (422, "b", "mul")
+    with pytest.raises(BadRequestError) as e:
+        sb.op("matmul", {"a": np.ones((2, 3)), "b": np.ones((2, 3))})
+    assert e.value.status == 400 and e.value.code in ("shape_error", "numpy_error")
+    with pytest.raises(TooLargeError) as e:
+        sb.op("neg", {"a": np.ones(100_001)})            # base64: refused from its shape
+    assert e.value.status == 413 and e.value.input == "a"
+    assert isinstance(e.value, ClientError) and isinstance(e.value, SandboxError)
+
+
+def _stub(*responses):
+    calls = []
+
+    def handler(request: httpx.Request) -> httpx.Response:
+        calls.append(request)
+        return responses[min(len(calls), len(responses)) - 1]
+    return httpx.MockTransport(handler), calls
+
+
+def _error(status, code="x", **headers):
+    return httpx.Response(status, headers=headers, json={"error": {
+        "status": status, "code": code, "message": "m", "op": None, "input": "a"}})
+
+
+@pytest.mark.parametrize("status, cls", [
+    (400, BadRequestError), (404, NotFoundError), (413, TooLargeError),
+    (415, UnsupportedMediaTypeError), (422, InvalidInputError), (409, ClientError),
+    (500, ServerError), (502, ServerError)])
+def test_every_status_has_its_exception(status, cls):
+    transport, _ = _stub(_error(status, "some_code"))
+    with Sandbox("http://sandbox", transport=transport) as sb, pytest.raises(cls) as e:
+        sb.op("neg", {"a": 1.0})
+    assert type(e.value) is cls
+    assert (e.value.status, e.value.code, e.value.input, e.value.message) == \
+        (status, "some_code", "a", "m")
+
+
+def test_a_body_that_is_not_the_sandboxs_still_gives_a_typed_error():
+    transport, _ = _stub(httpx.Response(502, text="<html>Bad gateway</html>"))
+    with Sandbox("http://sandbox", transport=transport) as sb, pytest.raises(ServerError) as e:
+        sb.ops()
+    assert (e.value.status, e.value.code) == (502, "http_error")
+    assert "Bad gateway" in e.value.message
+
+
+def test_503_is_retried_after_retry_after(monkeypatch):
+    slept = []
+    monkeypatch.setattr(gc.time, "sleep", slept.append)
+    monkeypatch.setattr(gc.random, "uniform", lambda lo, hi: hi)       # the largest jitter
+    ok = httpx.Response(200, json={"op": "neg", "value": -1.0, "shape": [], "grads": {},
+                                   "warnings": []})
+    transport, calls = _stub(_error(503, "busy", **{"Retry-After": "2"}),
+                             _error(503, "busy", **{"Retry-After": "1"}), ok)
+    with Sandbox("http://sandbox", transport=transport) as sb:
+        assert float(sb.op("neg", {"a": 1.0}).value) == -1.0
+    assert len(calls) == 3
+    assert slept == [pytest.approx(2 + 0.25), pytest.approx(1 + 0.15)]   # + 10 % + 0.05
+
+
+def test_retry_after_as_an_http_date(monkeypatch):
+    when = email.utils.formatdate(time.time() + 3, usegmt=True)
+    r = httpx.Response(503, headers={"Retry-After": when})
+    monkeypatch.setattr(gc.random, "uniform", lambda lo, hi: 0.0)
+    assert 1.5 < gc.retry_delay(r, 0) <= 3.0
+
+
+def test_503_retries_are_bounded_in_number_and_time(monkeypatch):
+    monkeypatch.setattr(gc.time, "sleep", lambda s: None)
+    transport, calls = _stub(_error(503, "busy", **{"Retry-After": "1"}))
+    with Sandbox("http://sandbox", transport=transport, retries=2) as sb, \
+            pytest.raises(BusyError):
+        sb.ops()
+    assert len(calls) == 3                               # the first try and 2 retries
+    transport, calls = _stub(_error(503, "busy", **{"Retry-After": "100"}))
+    with Sandbox("http://sandbox", transport=transport, retry_time=30) as sb, \
+            pytest.raises(BusyError):
+        sb.ops()
+    assert len(calls) == 1                               # 100 s would pass the 30 s budget
+
+
+def test_a_4xx_is_never_retried():
+    transport, calls = _stub(_error(422))
+    with Sandbox("http://sandbox", transport=transport) as sb, pytest.raises(InvalidInputError):
+        sb.ops()
+    assert len(calls) == 1
+
+
+def test_url_falls_back_to_glassllm_url_and_token_is_sent(monkeypatch):
+    monkeypatch.setenv("GLASSLLM_URL", "http://example.test:9/")
+    seen = []
+    transport = httpx.MockTransport(lambda r: seen.append(r) or httpx.Response(
+        200, json={"ops": []}))
+    with Sandbox(token="t0k", transport=transport) as sb:
+        assert sb.url == "http://example.test:9" and sb.ops() == []
+    assert str(seen[0].url) == "http://example.test:9/api/v1/ops"
+    assert seen[0].headers["authorization"] == "Bearer t0k"
+
+
+def test_connection_is_reused(sb):
+    for _ in range(3):
+        sb.op("neg", {"a": 1.0})
+    pool = sb._http._transport._pool
+    assert len(pool.connections) == 1
+
+
+def test_async_sandbox(url):
+    async def go():
+        async with AsyncSandbox(url) as sb:
+            rs = await asyncio.gather(sb.op("neg", {"a": EDGES}),
+                                      sb.eval("x.sum()", {"x": [1.0, 2.0]}))
+            with pytest.raises(NotFoundError):
+                await sb.op("nope", {})
+            return rs
+    r1, r2 = asyncio.run(go())
+    # JSON's "NaN" has no sign bit (base64 keeps it); every other bit pattern is exact
+    np.testing.assert_array_equal(r1.value, -EDGES)
+    assert np.signbit(r1.value[3:5]).tolist() == [False, True] and float(r2.value) == 3.0
+
+
+def test_batch_and_check_through_the_client(sb):
+    res = sb.batch([{"op": "neg", "inputs": {"a": np.arange(100.0)}},
+                    {"op": "neg", "inputs": {"a": "x"}},
+                    {"expression": "x.sum()", "variables": {"x": [1.0, 2.0]}}])
+    assert res[0].value.tolist() == (-np.arange(100.0)).tolist()
+    assert isinstance(res[1], InvalidInputError) and res[1].input == "a"
+    assert float(res[2].value) == 3.0
+    report = sb.check("mul", {"a": [1.0, 2.0], "b": [3.0, 4.0]}, grads={"a": [3.0, 5.0]},
+                      reveal=False)
+    assert report["passed"] is False
+    assert report["grads"]["a"]["mask"].tolist() == [False, True]
+    assert "max_abs_err" not in report["grads"]["a"]
+
+
+def test_the_client_imports_neither_the_service_nor_fastapi():
+    code = ("import sys, glassllm.client; bad = [m for m in sys.modules if m.split('.')[0] in"
+            " ('service', 'fastapi', 'starlette', 'pydantic')]; print(bad)")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "[]"
+
+
+def test_without_orjson_the_stdlib_writes_the_same_exact_json():
+    code = ("import sys; sys.modules['orjson'] = None\n"
+            "from glassllm import client as c\n"
+            "body = c.to_wire({'a': [-0.0, 5e-324, float('nan'), 1.7976931348623157e308]})\n"
+            "print(c._dumps(body).decode()); print(c._loads(c._dumps(body)) == body)")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.split() == ['{"a":[-0.0,5e-324,"NaN",1.7976931348623157e+308]}', "True"]
+
+
+def test_without_pybase64_the_stdlib_decodes_the_same_bytes():
+    code = ("import sys; sys.modules['pybase64'] = None\n"
+            "import numpy as np; from glassllm import wire\n"
+            "a = np.array([np.nan, -0.0, 5e-324, 1.7976931348623157e308])\n"
+            "e = wire.encode_base64(a)\n"
+            "print(wire.b64decode.__module__, e['base64'],"
+            " wire.coerce('tensor', 'x', e).tobytes() == a.tobytes())")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.split() == ["base64", "AAAAAAAA+H8AAAAAAAAAgAEAAAAAAAAA////////738=", "True"]
+
+
+def test_without_httpx_the_import_says_what_to_install():
+    code = ("import sys; sys.modules['httpx'] = None\n"
+            "try:\n    import glassllm.client\nexcept ImportError as e:\n    print(e)")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert "pip install 'glassllm[client]'" in out.stdout

@@ -1,0 +1,339 @@
+"""Admission (issue 9, H5): requests wait for a compute slot in a bounded queue; small work
+is not stuck behind large; clients take turns; a hang-up leaves the queue unrun.
+
+Every test holds slots with tasks it releases through events it controls: no test
+depends on a wall-clock sleep or on how fast this machine is (the one timeout test
+waits for a deadline that nothing can meet, since the slot is never released).
+"""
+
+from __future__ import annotations
+
+import asyncio
+
+import pytest
+
+from service.admission import LARGE, SMALL, Admission, ClientGone, client_key
+from service.errors import ApiError
+
+SMALL_COST, LARGE_COST = 10, 10**8
+
+
+def admission(capacity=1, max_queue=8, timeout_s=60.0) -> Admission:
+    return Admission(capacity, max_queue, timeout_s, large_cost=1000, retry_after=3)
+
+
+async def until(condition) -> None:
+    """Yield to the loop until `condition()` holds (bounded: fails instead of hanging)."""
+    for _ in range(10_000):
+        if condition():
+            return
+        await asyncio.sleep(0)
+    raise AssertionError("condition never held")
+
+
+class Holder:
+    """A request that holds a slot until `release()`; `order` records admissions."""
+
+    def __init__(self, adm: Admission, name: str, cost: int = SMALL_COST, client: str = "c",
+                 order: list | None = None, request=None) -> None:
+        self.name, self.admitted, self.gate = name, False, asyncio.Event()
+        self.order = order if order is not None else []
+
+        async def run():
+            async with adm.slot(cost=cost, client=client, request=request):
+                self.admitted = True
+                self.order.append(name)
+                await self.gate.wait()
+
+        self.task = asyncio.ensure_future(run())
+
+    def release(self) -> None:
+        self.gate.set()
+
+
+def run(coro):
+    return asyncio.run(coro)
+
+
+def test_a_request_waits_for_the_slot_then_runs():
+    async def main():
+        adm = admission(capacity=1)
+        a = Holder(adm, "a")
+        await until(lambda: a.admitted)
+        b = Holder(adm, "b")
+        await until(lambda: adm.waiting == 1)
+        assert not b.admitted and adm.running == 1
+        a.release()
+        await until(lambda: b.admitted)
+        assert (adm.running, adm.waiting) == (1, 0)
+        b.release()
+        await asyncio.gather(a.task, b.task)
+        assert (adm.running, adm.waiting) == (0, 0)
+    run(main())
+
+
+def test_a_full_queue_is_503_with_retry_after_at_once():
+    async def main():
+        adm = admission(capacity=1, max_queue=1)
+        a = Holder(adm, "a")
+        await until(lambda: a.admitted)
+        b = Holder(adm, "b")
+        await until(lambda: adm.waiting == 1)
+        with pytest.raises(ApiError) as exc:
+            async with adm.slot(cost=SMALL_COST, client="c"):
+                pass
+        assert (exc.value.status, exc.value.code) == (503, "queue_full")
+        assert exc.value.headers == {"Retry-After": "3"}
+        assert "GLASSLLM_MAX_QUEUE" in exc.value.message
+        a.release()
+        await until(lambda: b.admitted)
+        b.release()
+        await asyncio.gather(a.task, b.task)
+    run(main())
+
+
+def test_the_deadline_is_503_with_retry_after_and_leaves_the_queue():
+    async def main():
+        adm = admission(capacity=1, timeout_s=0.001)
+        a = Holder(adm, "a")                 # never released before the deadline
+        await until(lambda: a.admitted)
+        with pytest.raises(ApiError) as exc:
+            async with adm.slot(cost=SMALL_COST, client="c"):
+                pass
+        assert (exc.value.status, exc.value.code) == (503, "queue_timeout")
+        assert exc.value.headers == {"Retry-After": "3"}
+        assert "GLASSLLM_QUEUE_TIMEOUT_S" in exc.value.message
+        assert (adm.running, adm.waiting) == (1, 0)
+        a.release()
+        await a.task
+        assert adm.running == 0
+    run(main())
+
+
+def test_a_small_request_takes_a_free_slot_while_large_ones_queue():
+    """Large work holds at most capacity - 1 slots: the last one is free for small work."""
+    async def main():
+        adm = admission(capacity=2)
+        big = [Holder(adm, f"big{i}", cost=LARGE_COST, client=f"g{i}") for i in range(3)]
+        await until(lambda: adm.waiting == 2)
+        assert [h.admitted for h in big] == [True, False, False]
+        assert adm.busy == {SMALL: 0, LARGE: 1}
+        small = Holder(adm, "small", cost=SMALL_COST, client="student")
+        await until(lambda: small.admitted)          # admitted without any release
+        assert adm.waiting == 2
+        for h in (small, *big):
+            h.release()
+        await asyncio.gather(small.task, *(h.task for h in big))
+    run(main())
+
+
+def test_when_a_slot_frees_the_lanes_take_turns():
+    """After a large request, a waiting small one goes first; a stream of small requests
+    does not starve a large one either (it gets every other free slot)."""
+    async def main():
+        adm = admission(capacity=1)
+        order: list[str] = []
+        first = Holder(adm, "first", cost=LARGE_COST, order=order)
+        await until(lambda: first.admitted)
+        queued = [Holder(adm, "big", cost=LARGE_COST, client="grader", order=order),
+                  *(Holder(adm, f"small{i}", cost=SMALL_COST, client=f"s{i}", order=order)
+                    for i in range(3))]
+        await until(lambda: adm.waiting == 4)
+        for h in (first, *queued):
+            h.release()
+        await asyncio.gather(first.task, *(h.task for h in queued))
+        assert order == ["first", "small0", "big", "small1", "small2"]
+    run(main())
+
+
+def test_clients_take_turns():
+    """A grader queues three requests, then a student one: the student goes second."""
+    async def main():
+        adm = admission(capacity=1)
+        order: list[str] = []
+        first = Holder(adm, "first", client="x", order=order)
+        await until(lambda: first.admitted)
+        queued = [Holder(adm, f"grader{i}", client="grader", order=order) for i in range(3)]
+        await until(lambda: adm.waiting == 3)
+        queued.append(Holder(adm, "student", client="student", order=order))
+        await until(lambda: adm.waiting == 4)
+        for h in (first, *queued):
+            h.release()
+        await asyncio.gather(first.task, *(h.task for h in queued))
+        assert order == ["first", "grader0", "student", "grader1", "grader2"]
+    run(main())
+
+
+class HangingUp:
+    """An ASGI request whose client disconnects when the test says so."""
+
+    def __init__(self) -> None:
+        self.gone = asyncio.Event()
+
+    async def receive(self) -> dict:
+        await self.gone.wait()
+        return {"type": "http.disconnect"}
+
+
+def test_a_client_that_hangs_up_while_queued_leaves_and_its_work_never_runs():
+    async def main():
+        adm = admission(capacity=1)
+        a = Holder(adm, "a")
+        await until(lambda: a.admitted)
+        request, ran = HangingUp(), []
+
+        async def queued():
+            async with adm.slot(cost=SMALL_COST, client="c", request=request):
+                ran.append("work")
+
+        task = asyncio.ensure_future(queued())
+        await until(lambda: adm.waiting == 1)
+        request.gone.set()
+        with pytest.raises(ClientGone) as exc:
+            await task
+        assert exc.value.status == 499 and adm.waiting == 0
+        a.release()
+        await a.task
+        assert ran == [] and adm.running == 0
+    run(main())
+
+
+def test_a_cancelled_waiter_leaves_the_queue():
+    async def main():
+        adm = admission(capacity=1)
+        a = Holder(adm, "a")
+        await until(lambda: a.admitted)
+        b = Holder(adm, "b")
+        await until(lambda: adm.waiting == 1)
+        b.task.cancel()
+        await until(lambda: b.task.done())
+        assert adm.waiting == 0 and not b.admitted
+        a.release()
+        await a.task
+        assert adm.running == 0
+    run(main())
+
+
+class Req:
+    def __init__(self, headers: dict, host: str = "10.0.0.7") -> None:
+        self.headers = headers
+        self.client = type("Client", (), {"host": host})()
+
+
+def test_the_client_key_is_the_x_client_id_else_the_peer_address():
+    assert client_key(Req({})) == "ip:10.0.0.7"
+    assert client_key(Req({"x-client-id": "tab-42"})) == "id:tab-42"
+    assert client_key(Req({"x-client-id": "z" * 100})) == "id:" + "z" * 64
+
+
+def test_lanes_follow_the_planned_cost():
+    adm = admission()
+    assert adm.lane_of(1000) == SMALL and adm.lane_of(1001) == LARGE
+
+
+def test_an_op_request_is_planned_before_it_waits():
+    """The cost of an op request is the library's `Prepared.cost` from its shape plan:
+    (elements, multiply-adds); its lane compares their sum with GLASSLLM_LARGE_COST."""
+    import numpy as np
+    import orjson
+
+    from glassllm import registry
+    from service.admission import weight
+    from service.dispatch import answer, prepare_body
+    from service.settings import Settings
+    s, matmul = Settings(), registry.get("matmul")
+    small = prepare_body(registry.get("softmax"), {"inputs": {"a": [[0.0] * 8] * 4}}, False, s)
+    assert small.cost == (32, 0)                           # (4, 8) out, no matmul
+    m = [[1.0] * 256] * 256
+    big = prepare_body(matmul, {"inputs": {"a": m, "b": m}}, False, s)
+    plan = matmul.plan({"a": np.ones((256, 256)), "b": np.ones((256, 256))})
+    assert plan.madds == 3 * 256**3                        # forward + 2 backward matmuls
+    assert big.cost == (256 * 256 + sum(n for _, n in plan.sizes), 3 * 256**3)
+    assert weight(big.cost) > s.large_cost > weight(small.cost)
+    adm = admission()
+    assert adm.lane_of(small.cost) == SMALL and adm.lane_of(big.cost) == LARGE
+    assert orjson.loads(answer(big, "json"))["value"][0][0] == 256.0
+
+
+def test_an_expression_is_planned_before_it_waits():
+    """/api/v1/eval's cost comes from the expression's plan (glassllm.expr.prepare), before
+    any compute: a (256, 256) matmul expression is large, a (4, 8) softmax small, and a
+    check adds its finite-difference passes."""
+    from glassllm import expr
+    from service.admission import weight
+    from service.settings import Settings
+    s = Settings()
+    m = [[1.0] * 256] * 256
+    big = expr.prepare("a @ b", {"a": m, "b": m}, limits=s.limits)
+    assert big.cost[1] == 3 * 256**3 and weight(big.cost) > s.large_cost
+    small = expr.prepare("softmax(x)", {"x": [[0.0] * 8] * 4}, limits=s.limits)
+    assert small.cost[1] == 0 and weight(small.cost) < s.large_cost
+    checked = expr.prepare("softmax(x)", {"x": [[0.0] * 8] * 4}, check=True, limits=s.limits)
+    assert checked.cost[0] > small.cost[0]
+    assert expr.run(small) == expr.evaluate("softmax(x)", {"x": [[0.0] * 8] * 4})
+
+
+def test_over_http_a_softmax_passes_a_queued_matmul():
+    """The routes pass each request's planned cost: with one of two slots held by large
+    work, a (256, 256) matmul waits (large work never holds every slot) while a (4, 8)
+    softmax is answered; releasing the slot lets the matmul through."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    from fastapi.testclient import TestClient
+
+    from service.app import create_app
+    from service.settings import Settings
+
+    app = create_app(Settings(max_concurrency=2))
+    adm = app.state.admission
+    m = [[1.0] * 256] * 256
+    with TestClient(app) as c, ThreadPoolExecutor(1) as pool:
+        release = c.portal.call(_new_event)
+        held = c.portal.start_task_soon(_hold, adm, release, LARGE_COST)
+        c.portal.call(until, lambda: adm.busy[LARGE] == 1)
+        matmul = pool.submit(c.post, "/api/v1/ops/matmul", json={"inputs": {"a": m, "b": m}})
+        c.portal.call(until, lambda: adm.lanes[LARGE].waiting == 1)
+        r = c.post("/api/v1/ops/softmax", json={"inputs": {"a": [[0.0] * 8] * 4}})
+        assert r.status_code == 200 and r.json()["value"][0][0] == 0.125
+        assert adm.lanes[LARGE].waiting == 1 and not matmul.done()
+        c.portal.call(release.set)
+        held.result()
+        assert matmul.result().json()["value"][0][0] == 256.0
+
+
+def test_over_http_an_eval_softmax_passes_a_queued_eval_matmul():
+    """/api/v1/eval passes its expression's planned cost too (not its body size): an
+    `a @ b` of (256, 256) waits for the large lane while a softmax expression is answered."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    from fastapi.testclient import TestClient
+
+    from service.app import create_app
+    from service.settings import Settings
+
+    app = create_app(Settings(max_concurrency=2))
+    adm = app.state.admission
+    m = [[1.0] * 256] * 256
+    with TestClient(app) as c, ThreadPoolExecutor(1) as pool:
+        release = c.portal.call(_new_event)
+        held = c.portal.start_task_soon(_hold, adm, release, LARGE_COST)
+        c.portal.call(until, lambda: adm.busy[LARGE] == 1)
+        matmul = pool.submit(c.post, "/api/v1/eval",
+                             json={"expression": "a @ b", "variables": {"a": m, "b": m}})
+        c.portal.call(until, lambda: adm.lanes[LARGE].waiting == 1)
+        r = c.post("/api/v1/eval", json={"expression": "softmax(x)",
+                                         "variables": {"x": [[0.0] * 8] * 4}})
+        assert r.status_code == 200 and r.json()["value"][0][0] == 0.125
+        assert adm.lanes[LARGE].waiting == 1 and not matmul.done()
+        c.portal.call(release.set)
+        held.result()
+        assert matmul.result().json()["value"][0][0] == 256.0
+
+
+async def _new_event() -> asyncio.Event:
+    return asyncio.Event()
+
+
+async def _hold(adm: Admission, release: asyncio.Event, cost: int) -> None:
+    async with adm.slot(cost=cost, client="holder"):
+        await release.wait()
