@@ -42,6 +42,8 @@ __all__ = [
     "div",
     "embedding",
     "exp",
+    "gelu",
+    "gelu_tanh",
     "getitem",
     "log",
     "log_softmax",
@@ -52,6 +54,7 @@ __all__ = [
     "mul",
     "neg",
     "pow",
+    "relu",
     "repeat_kv",
     "reshape",
     "rope",
@@ -59,7 +62,9 @@ __all__ = [
     "silu",
     "softmax",
     "softmax_np",
+    "sqrt",
     "sub",
+    "tanh",
     "transpose",
     "tsum",
     "where",
@@ -948,6 +953,160 @@ def silu(a: Any) -> Tensor:
 
     return Tensor._make(out, (a,), "silu", backward)
 
+
+def relu(a: Any) -> Tensor:
+    """Rectified linear unit: out = max(a, 0) elementwise.
+
+    Shapes: out like a.
+
+    Backward:
+        a: g * (a > 0)      (the gradient at exactly 0 is 0, as in PyTorch)
+
+    Example:
+        >>> x = Tensor([-1.0, 0.0, 2.0], requires_grad=True)
+        >>> relu(x).sum().backward()
+        >>> x.grad.tolist()
+        [0.0, 0.0, 1.0]
+
+    Clauses: L4.2 (activations); Nair & Hinton 2010.
+    """
+    a = _t(a)
+    positive = a.data > 0  # saved for backward
+    out = np.maximum(a.data, 0.0)  # NaN propagates and relu(-0.0) = -0.0, as in torch.relu
+
+    def backward(g: np.ndarray):
+        return (g * positive,)
+
+    return Tensor._make(out, (a,), "relu", backward)
+
+
+def tanh(a: Any) -> Tensor:
+    """Hyperbolic tangent: out = tanh(a), exactly ±1 at finite extremes (no overflow).
+
+    Shapes: out like a.
+
+    Backward:
+        a: g * (1 - out**2)
+
+    Example:
+        >>> x = Tensor([0.0], requires_grad=True)
+        >>> tanh(x).sum().backward()
+        >>> x.grad.tolist()
+        [1.0]
+
+    Clauses: L4.2 (activations); micrograd's neuron.
+    """
+    a = _t(a)
+    out = np.tanh(a.data)
+
+    def backward(g: np.ndarray):
+        return (g * (1.0 - out * out),)
+
+    return Tensor._make(out, (a,), "tanh", backward)
+
+
+def sqrt(a: Any) -> Tensor:
+    """Square root: out = sqrt(a); sqrt of a negative is NaN with a warning (like log, L1.2).
+
+    Shapes: out like a.
+
+    Backward:
+        a: g / (2 * out)     (at a = 0 this is inf, as torch.sqrt gives)
+
+    Example:
+        >>> x = Tensor([4.0], requires_grad=True)
+        >>> sqrt(x).sum().backward()
+        >>> x.grad.tolist()
+        [0.25]
+
+    Clauses: L1.1, L1.2.
+    """
+    a = _t(a)
+    out = np.sqrt(a.data)
+
+    def backward(g: np.ndarray):
+        with np.errstate(divide="ignore"):
+            return (g / (2.0 * out),)
+
+    return Tensor._make(out, (a,), "sqrt", backward)
+
+
+_SQRT_2_OVER_PI = math.sqrt(2.0 / math.pi)
+_GELU_C = 0.044715
+# math.erf is the C library's erf (correctly rounded to within 1 ulp); np.frompyfunc maps
+# it over an array without SciPy. bench/erf.py measures it (~350 ns per element; SciPy's
+# erf ~58 ns, but a ~40 MB dependency for one function: docs/library.md#gelu).
+_erf = np.frompyfunc(math.erf, 1, 1)
+
+
+def _erf_data(x: np.ndarray) -> np.ndarray:
+    return np.asarray(_erf(x), dtype=np.float64)
+
+
+def gelu(a: Any, approximate: str = "none") -> Tensor:
+    """Gaussian error linear unit, named as PyTorch names it (torch.nn.functional.gelu).
+
+    approximate="none":  out = a * Φ(a) = a/2 * (1 + erf(a / √2))        (exact)
+    approximate="tanh":  out = a/2 * (1 + tanh(u)),  u = √(2/π) (a + 0.044715 a³)
+
+    Shapes: out like a.
+
+    Backward:
+        a (none): g * (Φ(a) + a * φ(a)),  φ(a) = exp(-a²/2) / √(2π)
+        a (tanh): g * (½(1 + t) + ½ a (1 - t²) √(2/π)(1 + 3·0.044715 a²)),  t = tanh(u)
+
+    Non-finite inputs follow PyTorch: gelu(-inf) is NaN, and the gradient at ±inf is NaN.
+
+    Raises: ValueError when approximate is not "none" or "tanh".
+
+    Example:
+        >>> x = Tensor([0.0], requires_grad=True)
+        >>> gelu(x).sum().backward()
+        >>> x.grad.tolist()
+        [0.5]
+
+    Clauses: L4.2 (activations); Hendrycks & Gimpel 2016. erf: Python's math.erf.
+    """
+    if approximate not in ("none", "tanh"):
+        raise ValueError(f"gelu: approximate must be 'none' or 'tanh', got {approximate!r}")
+    a = _t(a)
+    x = a.data  # saved for backward
+    if approximate == "none":
+        cdf = 0.5 * (1.0 + _erf_data(x / math.sqrt(2.0)))
+        with np.errstate(invalid="ignore"):
+            out = x * cdf  # gelu(-inf) = -inf * 0 = NaN, as in PyTorch
+
+        def backward(g: np.ndarray):
+            with np.errstate(under="ignore", over="ignore", invalid="ignore"):
+                pdf = np.exp(-0.5 * x * x) / math.sqrt(2.0 * math.pi)
+                return (g * (cdf + x * pdf),)
+    else:
+        with np.errstate(over="ignore", invalid="ignore"):
+            t = np.tanh(_SQRT_2_OVER_PI * (x + _GELU_C * x**3))
+            out = 0.5 * x * (1.0 + t)
+
+        def backward(g: np.ndarray):
+            with np.errstate(over="ignore", invalid="ignore"):
+                du = _SQRT_2_OVER_PI * (1.0 + 3.0 * _GELU_C * x * x)
+                return (g * (0.5 * (1.0 + t) + 0.5 * x * (1.0 - t * t) * du),)
+
+    return Tensor._make(out, (a,), "gelu", backward)
+
+
+
+def gelu_tanh(a: Any) -> Tensor:
+    """gelu(a, approximate="tanh"): the tanh approximation as one op for the registry.
+
+    Backward:
+        a: as gelu's tanh branch
+
+    Example:
+        >>> gelu_tanh(Tensor([0.0])).data.tolist()
+        [0.0]
+
+    Clauses: L4.2 (activations); Hendrycks & Gimpel 2016.
+    """
+    return gelu(a, approximate="tanh")
 
 # ============================================================================
 # L5  Cross-entropy

@@ -141,6 +141,12 @@ class OpInfo(BaseModel):
     role: str = Field(description="'probability' (every element in [0, 1]) or 'value'")
     inputs: list[InputInfo]
     examples: list[ExampleInfo]
+    vjp: dict[str, str] = Field(
+        description="the backward rule per differentiable input (g: incoming gradient, out:"
+                    " result; glassllm.registry.vjp)")
+    symbol: str | None = Field(description="how a formula writes the op (× @ Σ), if it has a sign")
+    sum_invariant: str | None = Field(
+        description="why the gradient of the output's sum is zero for every input, if it is")
 
 
 class OpList(BaseModel):

@@ -251,4 +251,5 @@ def test_the_value_can_be_checked_too(page):
     page.click("#check-go")
     page.wait_for_selector("#check-result td")
     assert verdicts(page) == {"0,0": "match", "0,1": "match", "1,0": "mismatch", "1,1": "match"}
-    assert summary(page)["first mismatch"] == f"at [1, 0]: expected {float(s[1, 0])!r}, given 0.2689"
+    expected = float(s[1, 0])
+    assert summary(page)["first mismatch"] == f"at [1, 0]: expected {expected!r}, given 0.2689"

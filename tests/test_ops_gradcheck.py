@@ -130,6 +130,15 @@ CASES = {
     "log_softmax axis -2": (lambda a: ag.log_softmax(a, axis=-2), lambda: (T(2, 3, 4),)),
     "sigmoid": (ag.sigmoid, lambda: (T(4, 3, low=-6, high=6),)),
     "silu": (ag.silu, lambda: (T(4, 3, low=-6, high=6),)),
+    # relu away from its kink (finite differences straddling 0 see a slope of 1/2)
+    "relu": (ag.relu, lambda: (Tensor(rng.choice([-1, 1], (4, 3)) * rng.uniform(0.1, 2, (4, 3)),
+                                      requires_grad=True),)),
+    "tanh": (ag.tanh, lambda: (T(4, 3, low=-4, high=4),)),
+    "sqrt": (ag.sqrt, lambda: (pos(4, 3),)),
+    "gelu": (ag.gelu, lambda: (T(4, 3, low=-6, high=6),)),
+    "gelu_tanh": (ag.gelu_tanh, lambda: (T(4, 3, low=-6, high=6),)),
+    "gelu approximate=tanh": (lambda a: ag.gelu(a, approximate="tanh"),
+                              lambda: (T(4, 3, low=-6, high=6),)),
     # L5
     "cross_entropy": (lambda z: ag.cross_entropy(z, np.array([0, 3, 3, -1])), lambda: (T(4, 5),)),
     # L6

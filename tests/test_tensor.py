@@ -20,7 +20,8 @@ def test_autograd_all_is_exactly_the_spec_names_sorted():
     spec = {
         "add sub mul div neg pow exp log matmul tsum mean max reshape transpose getitem where "
         "embedding masked_fill softmax log_softmax softmax_np sigmoid silu cross_entropy "
-        "cross_entropy_grad rope repeat_kv"
+        "cross_entropy_grad rope repeat_kv "
+        "relu tanh sqrt gelu gelu_tanh"  # issue 14: micrograd's and the field's activations
     }
     names = set(next(iter(spec)).split())
     assert set(ag.__all__) == names

@@ -12,6 +12,7 @@ import numpy as np
 from glassllm import autograd, registry
 from glassllm.errors import LimitError, WireError
 from glassllm.expr.errors import ExprComputeError, ExprError, ExprLimitError
+from glassllm.expr.expand import COMPOSITIONS, composition
 from glassllm.expr.graph import (
     NODE_COST,
     Builder,
@@ -140,6 +141,8 @@ class PreparedExpression:
     elements: int                       # elements of the nodes and the ops' intermediates
     madds: int                          # matmul multiply-adds of forward + backward
     check_elements: int = 0             # elements `check` finite-differences
+    expand: bool = False                # open composite ops (glassllm.expr.expand)
+    limits: Limits = DEFAULT_LIMITS     # the bounds every opened composite is held to
 
     @property
     def cost(self) -> tuple[int, int]:
@@ -147,12 +150,16 @@ class PreparedExpression:
         `Prepared.cost`: (elements built, multiply-adds). A check adds 2 forward passes per
         checked element (a forward pass is a third of the planned multiply-adds)."""
         passes = 2 * self.check_elements if self.check else 0
-        return (self.elements * (1 + passes), self.madds + passes * (self.madds // 3))
+        # expand evaluates each composite op again as its composition (a transformer
+        # block's nests its attention, written twice): at most 4 more passes each
+        opened = 4 * sum(n.op in COMPOSITIONS for n in self.nodes) if self.expand else 0
+        return (self.elements * (1 + passes + opened),
+                self.madds + passes * (self.madds // 3) + opened * self.madds)
 
 
 def evaluate(expression: str, variables: Any = None, grad_output: Any = None,
              check: bool = False, limits: Limits = DEFAULT_LIMITS, *,
-             maybe_bools: bool = True) -> dict:
+             maybe_bools: bool = True, expand: bool = False) -> dict:
     """Evaluate `expression` forward and backward; the result is the ``/api/v1/eval`` body.
 
     Args:
@@ -166,6 +173,10 @@ def evaluate(expression: str, variables: Any = None, grad_output: Any = None,
         limits: the bounds (H5); refusals are `ExprLimitError`s.
         maybe_bools: a speed hint for large arrays (see `glassllm.wire`); keep True unless
             you know the JSON holds no ``true`` / ``false``.
+        expand: give each node of a composite op (cross_entropy, attention, rms_norm,
+            swiglu, transformer_block) an ``expansion``: the same evaluation of its
+            composition of primitive ops (`glassllm.expr.expand`), seeded with the node's
+            incoming gradient, so every inner node has a value and a gradient (issue 14).
 
     Raises: `ExprError` (and its kinds: limit, shape, compute) naming the position or input.
 
@@ -181,12 +192,12 @@ def evaluate(expression: str, variables: Any = None, grad_output: Any = None,
     Clauses: H2, H3, H5, L0.5, L0.6.
     """
     return run(prepare(expression, variables, grad_output, check, limits,
-                       maybe_bools=maybe_bools))
+                       maybe_bools=maybe_bools, expand=expand))
 
 
 def prepare(expression: str, variables: Any = None, grad_output: Any = None,
             check: bool = False, limits: Limits = DEFAULT_LIMITS, *,
-            maybe_bools: bool = True) -> PreparedExpression:
+            maybe_bools: bool = True, expand: bool = False) -> PreparedExpression:
     """Every check of `evaluate`, once, before any compute: parse, build the graph with
     every node's shape planned and bounded (H5), grad_output, check's cost.
 
@@ -195,6 +206,8 @@ def prepare(expression: str, variables: Any = None, grad_output: Any = None,
     """
     if not isinstance(check, bool):
         raise ExprError("'check' must be true or false", input="check")
+    if not isinstance(expand, bool):
+        raise ExprError("'expand' must be true or false", input="expand")
     builder, out_id = _build(expression, variables, limits, maybe_bools)
     nodes = builder.nodes
     _check_constant_reuse(nodes)
@@ -226,7 +239,7 @@ def prepare(expression: str, variables: Any = None, grad_output: Any = None,
         _check_cost(check_elements, builder, limits)
     return PreparedExpression(nodes, out_id, checked, seed, check,
                               builder.elements + builder.intermediates, builder.madds,
-                              check_elements)
+                              check_elements, expand, limits)
 
 
 def run(prepared: PreparedExpression) -> dict:
@@ -275,6 +288,13 @@ def run(prepared: PreparedExpression) -> dict:
                 break
 
     value = vals[out_id].data
+    described = [_describe_node(n, vals[n.id], grads_of[n.id], nodes) for n in nodes]
+    if prepared.expand:
+        for n, d in zip(nodes, described, strict=True):
+            opened = _expansion(n, vals, grads_of, nodes, prepared.limits,
+                                bool(out.requires_grad))
+            if opened is not None:
+                d["expansion"] = opened
     return {
         "value": encode_array(value),
         "shape": list(value.shape),
@@ -282,10 +302,36 @@ def run(prepared: PreparedExpression) -> dict:
                   if grads_of[n.id] is not None},
         "warnings": fw.messages,
         "output": out_id,
-        "nodes": [_describe_node(n, vals[n.id], grads_of[n.id], nodes) for n in nodes],
+        "nodes": described,
         "first_nonfinite": first,
         "check": report,
     }
+
+
+def _expansion(n: Node, vals: list[Any], grads_of: list[Any], nodes: list[Node],
+               limits: Limits, backward_ran: bool) -> dict | None:
+    """Node `n` of a composite op, evaluated again as its composition of primitive ops."""
+    if n.op not in COMPOSITIONS:
+        return None
+    op = registry.OPS[n.op]
+    args: dict[str, Any] = {}
+    differentiable: dict[str, bool] = {}
+    for spec, arg in zip(op.inputs, n.args, strict=True):
+        if isinstance(arg, LiteralArg):
+            args[spec.name] = arg.value
+        elif isinstance(arg, NodeArg):
+            v = vals[arg.id]
+            args[spec.name] = np.asarray(v.data if isinstance(v, Tensor) else v)
+            differentiable[spec.name] = spec.kind == "tensor" and nodes[arg.id].requires_grad
+    built = composition(n.op, args, differentiable)
+    if built is None:
+        return None
+    expression, variables = built
+    seeded = backward_ran and n.requires_grad and any(differentiable.values())
+    inner = evaluate(expression, variables, grads_of[n.id] if seeded else None, limits=limits,
+                     expand=True)
+    inner.pop("check", None)
+    return {"expression": expression, **inner}
 
 
 def _build(expression: str, variables: Any, limits: Limits,

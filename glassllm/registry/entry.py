@@ -111,6 +111,10 @@ class Op:
     examples: tuple[Example, ...] = ()
     module: str = "glassllm.autograd"
     role: str = "value"                      # what the output is: "value" or "loss"
+    vjp: dict[str, str] = field(default_factory=dict)
+    """The backward rule per differentiable input, in the notation of glassllm.registry.vjp."""
+    symbol: str | None = None                # how a formula writes it: "×", "@", "Σ"
+    sum_invariant: str | None = None         # why the gradient of its output's sum is 0
 
     @property
     def differentiable(self) -> tuple[str, ...]:
@@ -132,7 +136,8 @@ class Op:
         role = "probability" if self.name in PROBABILITY_OUTPUTS else "value"
         return {"name": self.name, "summary": self.summary, "clause": self.clause,
                 "module": self.module, "output": self.output, "role": role,
-                "outputs": self.outputs(),
+                "outputs": self.outputs(), "vjp": dict(self.vjp), "symbol": self.symbol,
+                "sum_invariant": self.sum_invariant,
                 "inputs": [i.describe() for i in self.inputs],
                 "examples": [{**e.describe(), "expected": example_answer(self, i)}
                              for i, e in enumerate(self.examples)]}

@@ -11,11 +11,13 @@ its shape plan (`glassllm.registry.plans`) and runnable examples in the wire for
 from __future__ import annotations
 
 import math
+from dataclasses import replace
 from typing import Any
 
 from glassllm import autograd, layers
 from glassllm.registry.entry import REQUIRED, Example, Input, Op
 from glassllm.registry.plans import PLANS, elementwise, same_as
+from glassllm.registry.vjp import SUM_INVARIANT, SYMBOL, VJP
 
 __all__ = ["OPS", "get"]
 
@@ -45,7 +47,9 @@ LOG2 = math.log(2.0)
 
 _BINARY = {"add": "a + b", "sub": "a - b", "mul": "a * b (elementwise)", "div": "a / b"}
 _UNARY = {"neg": ("-a", [1.0, -2.0]), "exp": ("e**a (no clipping, L1.2)", [0.0, 1.0]),
-          "log": ("natural log; log(0) = -inf with a warning (L1.2)", [1.0, 2.718281828459045])}
+          "log": ("natural log; log(0) = -inf with a warning (L1.2)", [1.0, 2.718281828459045]),
+          "sqrt": ("square root; sqrt(<0) = NaN with a warning, sqrt'(0) = inf (L1.2)",
+                   [0.25, 4.0])}
 
 _ops: list[Op] = []
 for _name, _math in _BINARY.items():
@@ -144,6 +148,25 @@ _ops += [
     Op("silu", autograd.silu, "a * sigmoid(a)", "L4.2", (tensor("a"),), same_as("a"),
        examples=(Example("slope 1/2 at zero", {"a": [0.0]}, "L4.2",
                          expected={"value": [0.0], "grads": {"a": [0.5]}}),)),
+    Op("relu", autograd.relu, "max(a, 0); the gradient at 0 is 0, as in PyTorch", "L4.2",
+       (tensor("a"),), same_as("a"),
+       # away from the kink at 0, where finite differences see 1/2 and the backward says 0
+       # (PyTorch's choice; tests/test_activations_reference.py checks it)
+       examples=(Example("negative inputs get no gradient", {"a": [-1.0, 0.5, 2.0]}, "L4.2",
+                         expected={"value": [0.0, 0.5, 2.0], "grads": {"a": [0.0, 1.0, 1.0]}}),)),
+    Op("tanh", autograd.tanh, "hyperbolic tangent, exactly ±1 at finite extremes", "L4.2",
+       (tensor("a"),), same_as("a"),
+       examples=(Example("slope 1 at zero, flat at the extremes", {"a": [-1000.0, 0.0, 1000.0]},
+                         "L4.2", expected={"value": [-1.0, 0.0, 1.0],
+                                           "grads": {"a": [0.0, 1.0, 0.0]}}),)),
+    Op("gelu", autograd.gelu, "a · Φ(a), Φ the normal cdf through erf (PyTorch's gelu,"
+       " approximate='none')", "L4.2", (tensor("a"),), same_as("a"),
+       examples=(Example("slope 1/2 at zero", {"a": [0.0]}, "L4.2",
+                         expected={"value": [0.0], "grads": {"a": [0.5]}}),)),
+    Op("gelu_tanh", autograd.gelu_tanh, "½a(1 + tanh(√(2/π)(a + 0.044715a³))) (PyTorch's gelu,"
+       " approximate='tanh')", "L4.2", (tensor("a"),), same_as("a"),
+       examples=(Example("slope 1/2 at zero", {"a": [0.0]}, "L4.2",
+                         expected={"value": [0.0], "grads": {"a": [0.5]}}),)),
     # L5 cross-entropy
     Op("cross_entropy", autograd.cross_entropy, "mean of -log softmax(logits)[target]", "L5.1",
        (tensor("logits", "raw logits", "(N, V)"),
@@ -225,7 +248,9 @@ _ops += [
 ]
 
 
-OPS: dict[str, Op] = {op.name: op for op in _ops}
+OPS: dict[str, Op] = {op.name: replace(op, vjp=VJP.get(op.name, {}), symbol=SYMBOL.get(op.name),
+                                      sum_invariant=SUM_INVARIANT.get(op.name))
+                      for op in _ops}
 
 
 def get(name: str) -> Op | None:

@@ -20,6 +20,7 @@ from starlette.responses import Response
 
 from glassllm import expr, float_warnings
 from glassllm.examples import EXAMPLES
+from glassllm.lessons import LESSONS
 from service import schemas
 from service.admission import run_admitted
 from service.codec import dumps, encode_as, encoding_of
@@ -29,8 +30,9 @@ from service.settings import Settings
 
 router = APIRouter(prefix="/api/v1", tags=["expressions"])
 ERRORS = {s: {"model": schemas.ErrorBody} for s in (400, 413, 415, 422, 503)}
-FIELDS = ("expression", "variables", "grad_output", "check", "encoding")
+FIELDS = ("expression", "variables", "grad_output", "check", "encoding", "expand")
 _EXAMPLES_JSON = orjson.dumps({"examples": EXAMPLES})
+_LESSONS_JSON = orjson.dumps({"lessons": LESSONS})
 
 
 class EvalResult(schemas.Computed):
@@ -42,7 +44,8 @@ class EvalResult(schemas.Computed):
         description="in evaluation order: id, op, span [start, end), text, inputs (node ids),"
                     " shape, requires_grad, value, grad (the adjoint ∂out/∂node), ledger"
                     " ([{input, summed_axes}]: axes summed to undo broadcasting); variables"
-                    " also have name and kind")
+                    " also have name and kind; with expand, a composite op's node has"
+                    " expansion: {expression, value, grads, nodes, ...}")
     first_nonfinite: dict[str, Any] | None = Field(
         description="{node, pass: forward | backward, count} of the first non-finite node")
     check: dict[str, Any] | None = Field(
@@ -72,6 +75,7 @@ def prepare_body(body: Any, maybe_bools: bool, settings: Settings,
         raise ApiError(422, "invalid_request", "'expression' is required", input="expression")
     kwargs = {"expression": body["expression"], "variables": body.get("variables"),
               "grad_output": body.get("grad_output"), "check": body.get("check", False),
+              "expand": body.get("expand", False),
               "limits": settings.limits, "maybe_bools": maybe_bools}
     return float_warnings.run_recording(lambda: expr.prepare(**kwargs), messages)
 
@@ -116,7 +120,12 @@ def evaluate_body(body: Any, maybe_bools: bool, settings: Settings) -> dict:
                                     {"type": "null"},
                                     {"$ref": "#/components/schemas/FloatArray"}]},
                                 "check": {"type": "boolean"},
-                                "encoding": {"enum": ["json", "base64"]}}},
+                                "encoding": {"enum": ["json", "base64"]},
+                                "expand": {"type": "boolean", "description":
+                                           "open composite ops (cross_entropy, attention,"
+                                           " rms_norm, swiglu, transformer_block): each such"
+                                           " node gets an `expansion`, its composition of"
+                                           " primitive ops with every value and gradient"}}},
                  "example": EXAMPLES[1]["request"]}}}})
 async def eval_expression(request: Request) -> Response:
     settings = request.app.state.settings
@@ -135,3 +144,13 @@ async def eval_expression(request: Request) -> Response:
             summary="Every example of SPEC Part L as a ready /api/v1/eval request")
 def list_examples() -> Response:
     return Response(_EXAMPLES_JSON, media_type="application/json")
+
+
+class LessonList(BaseModel):
+    lessons: list[dict[str, Any]]
+
+
+@router.get("/lessons", response_model=LessonList,
+            summary="Lessons: prepared /api/v1/eval requests with what to notice (issue 14)")
+def list_lessons() -> Response:
+    return Response(_LESSONS_JSON, media_type="application/json")

@@ -151,7 +151,9 @@ export function exprRequest() {
   const expression = $("#expr-text").value.trim();
   if (!expression) { exprMessage("Write an expression first, e.g. softmax(x)."); ok = false; }
   if (!ok) return null;
-  return $("#grad-check").checked ? { expression, variables, check: true } : { expression, variables };
+  const body = $("#grad-check").checked ? { expression, variables, check: true } : { expression, variables };
+  return $("#expand").checked && /\b(cross_entropy|attention|rms_norm|swiglu|transformer_block)\s*\(/.test(expression)
+    ? { ...body, expand: true } : body;
 }
 
 /** The message under the expression box (text may be "": cleared). */

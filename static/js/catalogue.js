@@ -8,6 +8,7 @@ import { run } from "./run.js";
 import { hideCopy } from "./share.js";
 import { formatValue } from "./wire.js";
 import { $, state } from "./state.js";
+import { bringResultIntoView, hideNotes, suggestVariables } from "./teach.js";
 
 export async function load() {
   state.ops = (await getJSON("/api/v1/ops")).ops;
@@ -44,7 +45,7 @@ function buildGallery() {
       el("span", { class: "ex-title" }, ex.title, el("code", { class: "ex-code", text: ex.request.expression })),
       ex.clause ? el("span", { class: "ex-clause ex-clause-space", "aria-hidden": "true", text: ex.clause }) : null);
     b.dataset.example = ex.id;
-    b.addEventListener("click", () => { loadExample(ex); run(); });
+    b.addEventListener("click", async () => { loadExample(ex); hideNotes(); await run(); bringResultIntoView(); });
     list.append(el("li", { class: "example-item" }, b,
       ex.clause ? el("span", { class: "ex-clause ex-clause-link" }, clauseLink(ex.clause)) : null));
   }
@@ -58,4 +59,5 @@ function loadExample(ex) {
   setMode("expr");
   $("#expr-text").value = ex.request.expression;
   showVariables(ex.request.variables);
+  suggestVariables();
 }

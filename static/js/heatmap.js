@@ -56,12 +56,13 @@ function cellColour(x, scale) {
 }
 
 
-function cell(x, scale) {
-  const td = el("td", { text: formatNumber(x) });
+function cell(x, scale, compact, where) {
+  const td = el("td", { text: compact ? "" : formatNumber(x) });
   // String(-0) is "0": the full value keeps the sign of zero, as the cell's text does
   const full = typeof x === "number" ? (Number.isNaN(x) ? "NaN" : Object.is(x, -0) ? "-0" : String(x)) : String(x);
   td.dataset.v = full;
-  td.title = full;
+  td.title = `${where} = ${full}`;
+  if (compact) { td.tabIndex = -1; td.setAttribute("aria-label", `${where} = ${full}`); }
   const rgb = cellColour(x, scale);
   if (rgb) {
     td.style.background = `rgb(${rgb.join(",")})`;
@@ -72,22 +73,24 @@ function cell(x, scale) {
   return td;
 }
 
-/** One 2-D (or 1-D / 0-D) block as a table with row and column indices. */
-function table2d(block, scale, label) {
+/** One 2-D (or 1-D / 0-D) block as a table with row and column indices; `compact`: colour
+ *  only, the number on hover or focus (the readout under the table says it too). */
+function table2d(block, scale, label, compact = false, offset = [0, 0], lead = "") {
   const rows = Array.isArray(block) ? (Array.isArray(block[0]) ? block : [block]) : [[block]];
   const isVector = Array.isArray(block) && !Array.isArray(block[0]);
-  const tbl = el("table", { class: "heat" });
+  const tbl = el("table", { class: compact ? "heat compact" : "heat" });
   if (label) tbl.append(el("caption", { text: label }));
   if (Array.isArray(block)) {
     const head = el("tr", {}, el("th", { scope: "col", class: "corner", "aria-label": "index" }));
-    rows[0].forEach((_, j) => head.append(el("th", { scope: "col", text: String(j) })));
+    rows[0].forEach((_, j) => head.append(el("th", { scope: "col", text: compact && (j + offset[1]) % 4 ? "" : String(j + offset[1]) })));
     tbl.append(el("thead", {}, head));
   }
   const body = el("tbody");
   rows.forEach((row, i) => {
     const tr = el("tr");
-    if (Array.isArray(block)) tr.append(el("th", { scope: "row", text: isVector ? "" : String(i) }));
-    row.forEach((x) => tr.append(cell(x, scale)));
+    if (Array.isArray(block)) tr.append(el("th", { scope: "row", text: isVector ? "" : String(i + offset[0]) }));
+    row.forEach((x, j) => tr.append(cell(x, scale, compact,
+      isVector ? `[${lead}${j + offset[1]}]` : `[${lead}${i + offset[0]}, ${j + offset[1]}]`)));
     body.append(tr);
   });
   tbl.append(body);
@@ -135,11 +138,13 @@ function legend(scale) {
  */
 export function heatmap(value, { title, role = "value", name = "" } = {}) {
   const shape = shapeOf(value) ?? [];
+  if (!shape.length) return scalar(value, { title, role, name });
   const numbers = flat(value);
   const scale = chooseScale(numbers, role);
   const fig = el("figure", { class: `heatmap role-${role}` });
   fig.dataset.name = name;
   fig.dataset.shape = JSON.stringify(shape);
+  if (shape.at(-1) > COMPACT_COLS || numbers.length > COMPACT_CELLS) return bigHeatmap(fig, value, shape, scale, title, numbers.length);
   fig.append(el("figcaption", {},
     el("strong", { text: title }), " ",
     el("span", { class: "shape", text: `shape ${shapeText(shape)}` }), " ", legend(scale)));
@@ -163,5 +168,85 @@ export function heatmap(value, { title, role = "value", name = "" } = {}) {
     wrap.append(row);
   }
   fig.append(wrap);
+  return fig;
+}
+
+// --------------------------------------------------------------------------------------
+// scalars, and arrays too wide for numbers in their cells (issue 14)
+// --------------------------------------------------------------------------------------
+
+const COMPACT_COLS = 8;          // wider than this: colour-only cells
+const COMPACT_CELLS = 96;
+const WINDOW = 32;               // rows / columns drawn at once; sliders move the window
+
+/** A 0-d value is a number, not a coloured cell. */
+function scalar(value, { title, role, name }) {
+  const full = typeof value === "number" ? (Number.isNaN(value) ? "NaN" : String(value)) : String(value);
+  const fig = el("figure", { class: `heatmap scalar role-${role}` });
+  fig.dataset.name = name;
+  fig.dataset.shape = "[]";
+  fig.append(el("figcaption", {}, el("strong", { text: title }), " ", el("span", { class: "shape", text: "shape () — a scalar" })),
+    el("p", { class: "scalar-value", text: formatNumber(value), title: full }));
+  fig.querySelector(".scalar-value").dataset.v = full;
+  return fig;
+}
+
+/** Colour-only cells in a window of at most WINDOW × WINDOW, with a zoom, row and column
+ *  sliders when the array is larger, and a readout of the cell under the pointer or focus. */
+function bigHeatmap(fig, value, shape, scale, title, count) {
+  const two = shape.length === 1 ? [1, shape[0]] : [shape.at(-2), shape.at(-1)];
+  const blocks = shape.length <= 2 ? [[[], shape.length === 1 ? [value] : value]] : slices(value, shape).slice(0, 4);
+  fig.append(el("figcaption", {},
+    el("strong", { text: title }), " ", el("span", { class: "shape", text: `shape ${shapeText(shape)}` }), " ", legend(scale)));
+  const controls = el("div", { class: "heat-controls" });
+  const readout = el("p", { class: "heat-readout", "aria-live": "polite", text: "Point at or focus a cell to read its value." });
+  const wrap = el("div", { class: "heat-scroll", tabindex: "0", role: "region", "aria-label": `${title}, shape ${shapeText(shape)}; colour only, values on hover or focus` });
+  let zoom = 1, r0 = 0, c0 = 0;
+  const draw = () => {
+    wrap.replaceChildren();
+    wrap.style.setProperty("--cell", `${Math.round(11 * zoom)}px`);
+    for (const [idx, block] of blocks) {
+      const win = block.slice(r0, r0 + WINDOW).map((row) => row.slice(c0, c0 + WINDOW));
+      const lead = idx.length ? idx.join(", ") + ", " : "";
+      const t = table2d(shape.length === 1 ? win[0] : win, scale, idx.length ? `[${lead}:, :]` : "", true, [r0, c0], lead);
+      wrap.append(t);
+    }
+    if (shape.length > 2 && slices(value, shape).length > 4) wrap.append(el("p", { class: "hint", text: "First 4 slices shown." }));
+  };
+  const zoomBtn = (label, f, aria) => {
+    const b = el("button", { type: "button", class: "small", text: label, "aria-label": aria });
+    b.addEventListener("click", () => { zoom = Math.min(3, Math.max(1, zoom * f)); draw(); });
+    return b;
+  };
+  controls.append(zoomBtn("−", 1 / 1.4, `Zoom out of ${title}`), zoomBtn("+", 1.4, `Zoom into ${title}`));
+  const slider = (label, max, set) => {
+    const id = `heat-${Math.random().toString(36).slice(2, 8)}`;
+    const input = el("input", { type: "range", id, min: "0", max: String(max), value: "0", step: "1" });
+    input.addEventListener("input", () => { set(Number(input.value)); draw(); });
+    return el("span", { class: "heat-slider" }, el("label", { for: id, text: label }), input);
+  };
+  if (two[0] > WINDOW) controls.append(slider(`first row (of ${two[0]})`, two[0] - WINDOW, (v) => { r0 = v; }));
+  if (two[1] > WINDOW) controls.append(slider(`first column (of ${two[1]})`, two[1] - WINDOW, (v) => { c0 = v; }));
+  const show = (e) => { const td = e.target.closest?.("td"); if (td) readout.textContent = td.title; };
+  wrap.addEventListener("pointerover", show);
+  wrap.addEventListener("focusin", show);
+  wrap.addEventListener("click", (e) => { const td = e.target.closest?.("td"); if (td) { td.focus(); show(e); } });
+  // the keyboard: arrows move the focus from cell to cell (the readout follows)
+  wrap.addEventListener("keydown", (e) => {
+    const moves = { ArrowLeft: [0, -1], ArrowRight: [0, 1], ArrowUp: [-1, 0], ArrowDown: [1, 0] };
+    if (!moves[e.key]) return;
+    const td = document.activeElement?.closest?.("td");
+    const cells = (td ?? wrap).closest("table") ?? wrap.querySelector("table");
+    if (!cells) return;
+    e.preventDefault();
+    const rows = [...cells.tBodies[0].rows];
+    let r = td ? rows.indexOf(td.parentElement) : 0, c = td ? td.cellIndex : 1;
+    if (td) { r += moves[e.key][0]; c += moves[e.key][1]; }
+    const next = rows[Math.max(0, Math.min(rows.length - 1, r))];
+    next?.cells[Math.max(1, Math.min(next.cells.length - 1, c))]?.focus();
+  });
+  draw();
+  fig.append(controls, wrap, readout);
+  if (count > WINDOW * WINDOW) fig.append(el("p", { class: "hint", text: `${count} elements; the sliders move the ${WINDOW} × ${WINDOW} window.` }));
   return fig;
 }

@@ -9,6 +9,7 @@ import { wireCheckPanel } from "./checkpanel.js"; // "check my gradient" (issue 
 import { run } from "./run.js";
 import { copyCurl, copyLink, copyPython, restoreFromLink } from "./share.js";
 import { showStep } from "./stepper.js";
+import { hideNotes, loadLessons, onesSeed, randomSeed, suggestVariables } from "./teach.js";
 import { $, setStatus, state } from "./state.js";
 import "./train.js"; // the Train view (issue 15) wires itself
 
@@ -30,11 +31,16 @@ function wire() {
     while (taken.has(`x${k}`)) k += 1;
     addVariable(`x${k}`, { value: [0.0] }).nameInput.focus();
   });
-  $("#expr-text").addEventListener("input", caseChanged);
+  $("#expr-text").addEventListener("input", () => { caseChanged(); hideNotes(); suggestVariables(); });
+  $("#seed-random").addEventListener("click", randomSeed);
+  $("#seed-ones").addEventListener("click", onesSeed);
   $("#grad-output").addEventListener("input", caseChanged);
   $("#step-next").addEventListener("click", () => showStep(state.step + 1));
   $("#step-back").addEventListener("click", () => showStep(state.step - 1));
   $("#step-reset").addEventListener("click", () => showStep(-1));
+  $("#zoom-in").addEventListener("click", () => state.graph?.zoom(state.graph.scale * 1.25));
+  $("#zoom-out").addEventListener("click", () => state.graph?.zoom(state.graph.scale / 1.25));
+  $("#zoom-reset").addEventListener("click", () => state.graph?.zoom(1));
   $("#copy-link").addEventListener("click", copyLink);
   $("#copy-python").addEventListener("click", copyPython);
   $("#copy-curl").addEventListener("click", copyCurl);
@@ -46,6 +52,7 @@ async function main() {
   wire();
   try {
     await load();
+    await loadLessons();
   } catch (err) {
     setStatus(`Could not load the op list from the sandbox: ${err.message}`);
     return;

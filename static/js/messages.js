@@ -44,34 +44,43 @@ export function showError(err, status) {
     const msg = $("#msg-grad-output");
     msg.replaceChildren(...withClauseLinks(text));
     msg.className = "msg error";
-    $("#grad-output").closest("details").open = true;
     setStatus(`${words} (HTTP ${status}) — see the message beside grad_output.`);
     return;
   }
   const fields = fieldsNamed(names);
   fields.forEach((f) => setMessage(f, text));
   const aboutExpression = state.mode === "expr" && (names.includes("expression") || err.position != null || !fields.length);
-  if (aboutExpression) exprMessage(text + (err.position != null ? caretLine(err.position) : ""));
+  if (aboutExpression) {
+    exprMessage(text);
+    if (err.position != null) $("#msg-expression").append(caretBlock($("#expr-text").value, err.position));
+  }
   if (!fields.length && !aboutExpression) $("#messages").append(elLinked("p", { class: "msg error" }, text));
   setStatus(`${words} (HTTP ${status})` + (fields.length ? ` — see the message beside ${names.join(", ")}.` : "."));
   (fields[0]?.querySelector("[data-control]") ?? (aboutExpression ? $("#expr-text") : null))?.scrollIntoView?.({ block: "nearest" });
 }
 
-/**
- * The line of the expression that holds `position`, with a caret under it. The API counts
- * positions in code points (docs/http.md#positions) and JavaScript strings in UTF-16
- * units, so the text is split into code points first; lines end where Python's tokenizer
- * ends them (\r\n, \r, \n), and a tab stays a tab under the caret so the two align.
- */
-function caretLine(position) {
-  const chars = Array.from($("#expr-text").value);
-  const at = Math.max(0, Math.min(position, chars.length));
-  let start = at;
-  while (start > 0 && chars[start - 1] !== "\n" && chars[start - 1] !== "\r") start -= 1;
-  let end = at;
-  while (end < chars.length && chars[end] !== "\n" && chars[end] !== "\r") end += 1;
-  const pad = chars.slice(start, at).map((c) => (c === "\t" ? "\t" : " ")).join("");
-  return `\n${chars.slice(start, end).join("")}\n${pad}^`;
+/** The line of `src` holding code point `position` (the API counts Unicode code points,
+ *  docs/http.md#positions; JS strings index UTF-16 units), in monospace, with a caret
+ *  under that character. Lines end where Python's tokenizer ends them (\r\n, \r, \n);
+ *  the caret's line repeats the tabs before it, so a tab moves both lines alike. */
+export function caretBlock(src, position) {
+  const points = Array.from(src);
+  const at = Math.max(0, Math.min(position, points.length));
+  const index = points.slice(0, at).join("").length;          // code points -> UTF-16 index
+  const isEnd = (c) => c === "\n" || c === "\r";
+  let start = index;
+  while (start > 0 && !isEnd(src[start - 1])) start -= 1;
+  let end = index;
+  while (end < src.length && !isEnd(src[end])) end += 1;
+  const line = src.slice(start, end);
+  const col = index - start;
+  const before = line.slice(0, col);
+  const ch = Array.from(line.slice(col))[0] ?? " ";
+  const pad = Array.from(before).map((c) => (c === "\t" ? "\t" : " ")).join("");
+  const lineNo = src.slice(0, start).split(/\r\n|\r|\n/).length;
+  return el("pre", { class: "caret-block", "aria-label": `line ${lineNo}, column ${Array.from(before).length + 1}` },
+    before, el("span", { class: "caret-char", text: ch }), line.slice(col + ch.length), "\n",
+    pad, el("span", { class: "caret", text: "^" }));
 }
 
 const WARNING_WORDS = [
@@ -115,7 +124,7 @@ function countNonfinite(values) {
  *  written, L3.5). */
 function nonfiniteWords(nf) {
   const node = state.nodes.find((n) => n.id === nf.node);
-  const where = `node #${nf.node}${node ? ` (${nodeLabel(node)})` : ""} in the ${nf.pass} pass`;
+  const where = `node #${nf.node}${node ? ` (${node.name ?? node.op})` : ""} in the ${nf.pass} pass`;
   const data = node && (nf.pass === "backward" ? node.grad : node.value);
   if (data == null) {
     return { kind: "warning", text: `NaN or ∞ first appeared at ${where}` + (nf.count != null ? ` (${nf.count} element(s))` : "") + "." };

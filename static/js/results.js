@@ -5,6 +5,7 @@ import { el, elLinked } from "./dom.js";
 import { heatmap } from "./heatmap.js";
 import { showWarnings } from "./messages.js";
 import { showGraph } from "./stepper.js";
+import { explainSeed } from "./teach.js";
 import { $, roleOf, state } from "./state.js";
 import { formatNumber, fromWire, toJSON } from "./wire.js";
 
@@ -33,6 +34,8 @@ export function showResult(data, req) {
       : "Each gradient is ∂(sum of output · grad_output)/∂input, shaped like its input (L0.5)."));
   }
   state.firstNonfinite = data.first_nonfinite ?? null;
+  state.lastShape = data.shape;
+  explainSeed(data, req);
   syncRequiresGrad();
   showWarnings(data);
   showReference(data);

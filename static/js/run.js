@@ -30,7 +30,6 @@ function gradOutput() {
     const msg = $("#msg-grad-output");
     msg.textContent = `grad_output ${err.message}`;
     msg.className = "msg error";
-    $("#grad-output").closest("details").open = true;
     return undefined;
   }
 }

@@ -27,7 +27,6 @@ export function restoreFromLink() {
   try { snap = JSON.parse(decodeURIComponent(raw)); } catch { return false; }
   state.example = null;
   $("#grad-output").value = snap.grad_output == null ? "" : formatValue(snap.grad_output);
-  $("#grad-output").closest("details").open = snap.grad_output != null;
   $("#grad-output").rows = Math.min(8, $("#grad-output").value.split("\n").length);
   if (snap.mode === "expr") {
     setMode("expr");

@@ -13,6 +13,7 @@ export const state = {
   nodes: [],               // the eval answer's nodes, values and grads read from the wire
   firstNonfinite: null,    // the eval answer's first_nonfinite: {node, pass, count}
   nonfiniteExpected: false,  // that first ±∞ is what a −inf mask gives (shown in blue)
+  lastShape: null,         // the last run's output shape (the random seed is shaped like it)
   step: -1,                // the backward stepper's position (-1: not stepping)
   running: 0,              // runs started (a newer run makes an older answer stale)
   finished: 0,             // runs finished: body[data-runs] (tests and scripts wait on it)

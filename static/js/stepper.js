@@ -2,9 +2,10 @@
 // ledger), and the backward step-through: output first, constants skipped.
 
 import { el } from "./dom.js";
-import { drawGraph, nodeLabel, shapeLabel } from "./graph.js";
+import { drawGraph, nodeLabel, shapeLabel, summary } from "./graph.js";
 import { heatmap } from "./heatmap.js";
-import { $, roleOf, state } from "./state.js";
+import { $, opByName, roleOf, state } from "./state.js";
+import { formatValue, fromWire } from "./wire.js";
 
 /** Draw state.nodes (or hide the panel when the run made none: op mode). */
 export function showGraph() {
@@ -22,7 +23,7 @@ export function showGraph() {
   state.graph.mark(new Set(constants.map((n) => n.id)), "constant");
   $("#step-skipped").textContent = !constants.length ? ""
     : !backwardOrder().length ? "Nothing to step through: no node requires grad, so the backward pass computes no gradient."
-      : `Skipped (grey): ${constants.map((n) => `#${n.id} ${nodeLabel(n)}`).join(", ")} — ` +
+      : `Skipped (grey): ${constants.map((n) => `#${n.id} ${nodeLabel(n, state.nodes)}`).join(", ")} — ` +
         `${constants.length > 1 ? "constants" : "a constant"} (requires grad off): the backward pass computes no gradient for ${constants.length > 1 ? "them" : "it"}.`;
   updateStepButtons();
 }
@@ -42,16 +43,89 @@ function selectNode(id) {
   state.graph.highlight(id, "selected");
   const box = $("#node-detail");
   box.replaceChildren();
-  box.append(el("h4", { text: `Node #${n.id}: ${nodeLabel(n)} ${shapeLabel(n.shape)}` }));
+  box.append(el("h4", { text: `Node #${n.id}: ${nodeLabel(n, state.nodes)} ${shapeLabel(n.shape)}` }));
   const facts = el("dl", { class: "ref-list" });
   facts.append(el("dt", { text: "op" }), el("dd", { text: n.op }));
   if (n.text) facts.append(el("dt", { text: "source" }), el("dd", {}, el("code", { text: n.text })));
   if (n.inputs.length) facts.append(el("dt", { text: "inputs" }), el("dd", { text: n.inputs.map((i) => `#${i}`).join(", ") }));
   facts.append(el("dt", { text: "broadcast ledger" }), el("dd", { class: "ledger", text: describeLedger(n.ledger) }));
   box.append(facts);
+  const rule = backwardRule(n);
+  if (rule) box.append(rule);
+  if (n.expansion) box.append(expansionView(n));
   if (n.value !== undefined) box.append(heatmap(n.value, { title: `value of #${n.id}`, role: roleOf(n.op), name: `node-value:${n.id}` }));
   if (n.grad != null) box.append(heatmap(n.grad, { title: `gradient at #${n.id} (∂out/∂node)`, role: "grad", name: `node-grad:${n.id}` }));
   else box.append(el("p", { class: "hint", text: "No gradient flows here: it does not depend on a variable that requires grad." }));
+}
+
+/** A composite op opened up: its composition of primitive ops as a graph of its own, every
+ *  inner node with its value and gradient (POST /api/v1/eval with expand, issue 14). */
+function expansionView(n) {
+  const ex = n.expansion;
+  const inner = ex.nodes.map((m) => ({ ...m, value: fromWire(m.value), grad: m.grad == null ? m.grad : fromWire(m.grad) }));
+  const wrap = el("div", { class: "expansion" },
+    el("h5", { text: `Opened up: ${n.op} as primitive ops` }),
+    el("p", {}, el("code", { class: "expansion-expr", text: ex.expression })),
+    el("p", { class: "hint", text: "Its value and the gradients it passes to its inputs equal the fused op's. Select an inner node:" }));
+  const scroll = el("div", { class: "graph-scroll expansion-scroll" });
+  const svg = document.createElementNS("http://www.w3.org/2000/svg", "svg");
+  svg.setAttribute("role", "group");
+  svg.setAttribute("aria-label", `the composition of ${n.op}`);
+  svg.classList.add("expansion-graph");
+  scroll.append(svg);
+  const detail = el("div", { class: "expansion-detail", "aria-live": "polite" });
+  wrap.append(scroll, detail);
+  queueMicrotask(() => {
+    const g = drawGraph(svg, inner, { onSelect: (id) => {
+      const m = inner.find((x) => x.id === id);
+      g.highlight(id, "selected");
+      detail.replaceChildren(el("h5", { text: `Inner node #${m.id}: ${nodeLabel(m, inner)} ${shapeLabel(m.shape)}` }),
+        el("p", {}, el("code", { text: m.text })),
+        heatmap(m.value, { title: `value of inner #${m.id}`, role: roleOf(m.op), name: `inner-value:${m.id}` }),
+        m.grad != null ? heatmap(m.grad, { title: `gradient at inner #${m.id}`, role: "grad", name: `inner-grad:${m.id}` })
+          : el("p", { class: "hint", text: "No gradient: a constant." }));
+    } });
+    g.mark(new Set(inner.filter((m) => !m.requires_grad).map((m) => m.id)), "constant");
+  });
+  return wrap;
+}
+
+/** An array in a few characters: the whole of a small one, else its range. */
+function numbers(v) {
+  if (v == null) return "none";
+  const text = Array.isArray(v) ? formatValue(v).replace(/\s+/g, " ") : summary(v);
+  return text.length <= 60 ? text : `${summary(v)} (shape ${shapeLabel(shapeOfArr(v))})`;
+}
+
+function shapeOfArr(v) { const s = []; while (Array.isArray(v)) { s.push(v.length); v = v[0]; } return s; }
+
+/** The node's backward rule from the registry (GET /api/v1/ops, `vjp`), then the same rule
+ *  with this step's arrays: the incoming gradient g, the saved forward values, and what
+ *  each input receives. Array inputs map in order to the node's inputs. */
+function backwardRule(n) {
+  const op = opByName(n.op);
+  if (!op || !op.vjp || !Object.keys(op.vjp).length) return null;
+  const arrayInputs = op.inputs.filter((i) => i.array);
+  const pairs = arrayInputs.map((spec, k) => [spec, state.nodes.find((x) => x.id === n.inputs[k])]).filter(([, x]) => x);
+  const box = el("div", { class: "rule" }, el("h5", { text: `Backward rule of ${op.name} (g = incoming gradient, out = result)` }));
+  const rules = el("ul", { class: "rule-lines" });
+  for (const [spec] of pairs) {
+    if (op.vjp[spec.name]) rules.append(el("li", {}, el("code", { text: `∂${spec.name} = ${op.vjp[spec.name]}` })));
+  }
+  box.append(rules, el("h5", { text: "With this step's numbers" }));
+  const nums = el("dl", { class: "rule-numbers" });
+  const row = (k, v) => nums.append(el("dt", {}, el("code", { text: k })), el("dd", {}, el("code", { text: v })));
+  row("g", numbers(n.grad));
+  row("out", numbers(n.value));
+  for (const [spec, x] of pairs) row(`${spec.name} (#${x.id})`, numbers(x.value));
+  for (const [spec, x] of pairs) {
+    if (!op.vjp[spec.name]) continue;
+    const shared = state.nodes.filter((m) => m.inputs.includes(x.id)).length > 1;
+    row(`∂${spec.name} → #${x.id}`, x.grad == null ? "no gradient (a constant)"
+      : numbers(x.grad) + (shared ? "  (the total: #" + x.id + " also feeds other nodes)" : ""));
+  }
+  box.append(nums);
+  return box;
 }
 
 /** The nodes whose gradient the backward pass computes, output first; constants (masks,
@@ -72,7 +146,7 @@ export function showStep(k) {
   state.graph.mark(new Set(order.slice(0, state.step).map((x) => x.id)), "done");
   state.graph.highlight(n.id, "current");
   selectNode(n.id);
-  $("#step-label").textContent = `Backward step ${state.step + 1} of ${order.length}: node #${n.id} (${nodeLabel(n)})`;
+  $("#step-label").textContent = `Backward step ${state.step + 1} of ${order.length}: node #${n.id} (${nodeLabel(n, state.nodes)})`;
 }
 
 function updateStepButtons() {
