@@ -79,7 +79,6 @@ def shot(pg, name: str) -> None:
 def run_softmax(pg) -> None:
     """Softmax's example with the seed, run; the panel then lists what can be checked."""
     assert pg.is_hidden("#check-panel")                  # nothing ran yet: nothing to check
-    pg.click("summary")                                  # open the backward seed
     pg.fill("#grad-output", json.dumps(SEED.tolist()))
     pg.click("#run")
     pg.wait_for_selector("#check-panel:not([hidden])")
