@@ -53,9 +53,9 @@ class ClientGone(ApiError):
     """The client hung up while its request waited for a slot; nothing was computed.
     Logged as 499 (nginx's "client closed request"); no one reads the answer."""
 
-    def __init__(self) -> None:
-        super().__init__(499, "client_closed_request", "the client disconnected while its"
-                         " request waited for a compute slot; nothing was computed")
+    def __init__(self, when: str = "while its request waited for a compute slot") -> None:
+        super().__init__(499, "client_closed_request", f"the client disconnected {when};"
+                         " nothing was computed")
 
 
 @dataclass(eq=False)

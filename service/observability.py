@@ -64,6 +64,12 @@ def configure_logging(fmt: str) -> None:
         log.addHandler(handler)
 
 
+def printable(text: str) -> str:
+    """`text` with control and other non-printable characters escaped (``\\n``, ``\\x1b``):
+    a percent-decoded path must not write a second, forged line into the access log."""
+    return "".join(c if c.isprintable() else repr(c)[1:-1] for c in text)
+
+
 class Observability:
     """The ASGI middleware; see the module docstring."""
 
@@ -104,7 +110,7 @@ class Observability:
             return
         client = scope.get("client")
         host = client[0] if client else "-"
-        path = scope.get("path", "")
+        path = printable(scope.get("path", ""))
         if self.json:
             log.info(orjson.dumps({"client": host, "method": scope["method"], "path": path,
                                    "route": route, "op": op, "status": status,

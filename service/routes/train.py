@@ -54,15 +54,16 @@ ERRORS = {s: {"model": schemas.ErrorBody} for s in (413, 415, 422, 429, 503)}
 
 
 class ModelSize(BaseModel):
-    """The model's shape (``GlassConfig``); the defaults are the CLI's tiny model."""
+    """The model's shape (``GlassConfig``); the defaults are the CLI's tiny model. Counts
+    are strict JSON integers (H3): ``true``, ``"3"`` and ``64.0`` are refused (422)."""""
 
     model_config = ConfigDict(extra="forbid")
-    d_model: Annotated[int, Field(ge=2, le=1024)] = 64
-    n_layers: Annotated[int, Field(ge=1, le=16)] = 2
-    n_heads: Annotated[int, Field(ge=1, le=64)] = 4
-    n_kv_heads: Annotated[int, Field(ge=1, le=64)] = 2
-    ffn_hidden: Annotated[int, Field(ge=1, le=8192)] = 192
-    max_seq_len: Annotated[int, Field(ge=2, le=512)] = 64
+    d_model: Annotated[int, Field(strict=True, ge=2, le=1024)] = 64
+    n_layers: Annotated[int, Field(strict=True, ge=1, le=16)] = 2
+    n_heads: Annotated[int, Field(strict=True, ge=1, le=64)] = 4
+    n_kv_heads: Annotated[int, Field(strict=True, ge=1, le=64)] = 2
+    ffn_hidden: Annotated[int, Field(strict=True, ge=1, le=8192)] = 192
+    max_seq_len: Annotated[int, Field(strict=True, ge=2, le=512)] = 64
 
 
 class TrainRequest(BaseModel):
@@ -71,12 +72,12 @@ class TrainRequest(BaseModel):
     model_config = ConfigDict(extra="forbid")
     model: ModelSize = ModelSize()
     corpus: str | None = None
-    steps: Annotated[int, Field(ge=1)] = 300
-    lr: Annotated[float, Field(gt=0, le=10, allow_inf_nan=False)] = 3e-3
-    batch: Annotated[int, Field(ge=1)] = 8
-    seed: Annotated[int, Field(ge=0, le=2**32 - 1)] = 0
+    steps: Annotated[int, Field(strict=True, ge=1)] = 300
+    lr: Annotated[float, Field(strict=True, gt=0, le=10, allow_inf_nan=False)] = 3e-3
+    batch: Annotated[int, Field(strict=True, ge=1)] = 8
+    seed: Annotated[int, Field(strict=True, ge=0, le=2**32 - 1)] = 0
     optimizer: Literal["adamw", "sgd"] = "adamw"
-    every: Annotated[int, Field(ge=1, le=1_000_000)] = 25
+    every: Annotated[int, Field(strict=True, ge=1, le=1_000_000)] = 25
 
 
 class AttentionRequest(BaseModel):
@@ -85,7 +86,7 @@ class AttentionRequest(BaseModel):
     model_config = ConfigDict(extra="forbid")
     prompt: Annotated[str, Field(min_length=1)]
     weights: dict[str, Any] | None = None
-    seed: Annotated[int, Field(ge=0, le=2**32 - 1)] | None = None
+    seed: Annotated[int, Field(strict=True, ge=0, le=2**32 - 1)] | None = None
     model: ModelSize = ModelSize()
 
 

@@ -1,0 +1,83 @@
+"""Edges a hostile client found (fresh-eyes QA of the class-load and training work):
+a client that hangs up mid-body is a 499, not a 500; a percent-decoded path cannot forge
+an access-log line; training counts are strict JSON integers (H3)."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+
+import pytest
+from fastapi.testclient import TestClient
+
+from service.app import create_app
+from service.settings import Settings
+
+
+class Lines(logging.Handler):
+    def __init__(self) -> None:
+        super().__init__()
+        self.lines: list[str] = []
+
+    def emit(self, record: logging.LogRecord) -> None:
+        self.lines.append(record.getMessage())
+
+
+@pytest.fixture
+def access_lines():
+    handler = Lines()
+    log = logging.getLogger("glassllm.access")
+    log.addHandler(handler)
+    yield handler.lines
+    log.removeHandler(handler)
+
+
+def test_a_client_that_hangs_up_mid_body_is_a_499_not_a_500(access_lines):
+    app = create_app(Settings())
+    incoming = [{"type": "http.request", "body": b'{"inputs":', "more_body": True},
+                {"type": "http.disconnect"}]
+    sent: list[dict] = []
+
+    async def receive() -> dict:
+        return incoming.pop(0) if incoming else {"type": "http.disconnect"}
+
+    async def send(message: dict) -> None:
+        sent.append(message)
+
+    scope = {"type": "http", "method": "POST", "path": "/api/v1/ops/mul", "raw_path":
+             b"/api/v1/ops/mul", "query_string": b"", "root_path": "", "scheme": "http",
+             "http_version": "1.1", "asgi": {"version": "3.0"}, "client": ("127.0.0.1", 9),
+             "server": ("testserver", 80),
+             "headers": [(b"content-type", b"application/json"), (b"content-length", b"100")]}
+    asyncio.run(app(scope, receive, send))
+    start = next(m for m in sent if m["type"] == "http.response.start")
+    assert start["status"] == 499
+    assert access_lines == [access_lines[0]] and " op=mul 499 " in access_lines[0]
+
+
+def test_a_path_cannot_forge_an_access_log_line(access_lines):
+    with TestClient(create_app()) as c:
+        assert c.get("/api/v1/ops/x%0a127.0.0.1%20GET%20/fake%20200").status_code == 404
+    assert len(access_lines) == 1
+    assert "\n" not in access_lines[0]
+    assert "/api/v1/ops/x\\n127.0.0.1 GET /fake 200" in access_lines[0]
+
+
+@pytest.mark.parametrize("body,field", [
+    ({"steps": True}, "steps"), ({"steps": "20"}, "steps"), ({"seed": 1.0}, "seed"),
+    ({"batch": False}, "batch"), ({"lr": True}, "lr"),
+    ({"model": {"d_model": 64.0}}, "model.d_model"), ({"model": {"n_heads": "4"}}, "model.n_heads"),
+])
+def test_training_counts_are_strict_json_integers(body, field):
+    with TestClient(create_app()) as c:
+        r = c.post("/api/v1/train", json=body)
+    assert r.status_code == 422, r.text[:200]
+    err = r.json()["error"]
+    assert err["code"] == "invalid_request" and err["input"] == field
+
+
+@pytest.mark.parametrize("seed", [True, "3", 2.0])
+def test_an_attention_seed_is_a_strict_integer(seed):
+    with TestClient(create_app()) as c:
+        r = c.post("/api/v1/model/attention", json={"prompt": "ab", "seed": seed})
+    assert r.status_code == 422 and r.json()["error"]["input"] == "seed"
