@@ -8,9 +8,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-import pytest
-
-from tests.sandbox_server import ROOT, running_sandbox
+from tests.sandbox_server import ROOT
 
 WRONG = '''
 import numpy as np
@@ -20,12 +18,6 @@ def softmax_backward(x, g):
     return s * g            # forgets the - sum(g * s) term
 '''
 RAISES = "def softmax_backward(x, g):\n    raise RuntimeError('todo')\n"
-
-
-@pytest.fixture(scope="module")
-def url():
-    with running_sandbox() as u:
-        yield u
 
 
 def grade(url: str, submission: Path, results: Path) -> dict:

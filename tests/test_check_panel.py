@@ -9,25 +9,14 @@ violation in the panel. Screenshots go to test-artifacts/page-check-*.png.
 from __future__ import annotations
 
 import json
-import os
-from pathlib import Path
 
 import numpy as np
 import pytest
-from sandbox_server import ROOT, running_sandbox
+from browser_session import ARTIFACTS, AXE
 
 pytestmark = [pytest.mark.browser, pytest.mark.slow]
 
-CHROMIUM = Path(os.environ.get("GLASSLLM_CHROMIUM", "/usr/bin/chromium"))
-ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
-        "--disable-background-networking", "--disable-component-update", "--disable-sync"]
-ARTIFACTS = ROOT / "test-artifacts"
-AXE = ROOT / "tests" / "vendor" / "axe-core" / "axe.min.js"
 
-if not CHROMIUM.exists():
-    pytest.skip(f"{CHROMIUM} is missing: apt-get install -y chromium (make test does)",
-                allow_module_level=True)
-sync_playwright = pytest.importorskip("playwright.sync_api").sync_playwright
 
 # softmax's first example (its inputs fill the form when the page opens), with a seed
 A = np.array([[1000.0, 1000.0], [0.0, 1.0]])
@@ -42,20 +31,6 @@ def softmax_backward(a: np.ndarray, g: np.ndarray) -> np.ndarray:
 
 
 RIGHT = softmax_backward(A, SEED)      # [[0.25, -0.25], [-0.1966…, 0.1966…]]
-
-
-@pytest.fixture(scope="module")
-def url():
-    with running_sandbox() as u:
-        yield u
-
-
-@pytest.fixture(scope="module")
-def browser():
-    with sync_playwright() as p:
-        b = p.chromium.launch(executable_path=str(CHROMIUM), args=ARGS)
-        yield b
-        b.close()
 
 
 @pytest.fixture

@@ -11,14 +11,6 @@ from io import BytesIO
 import httpx
 import pytest
 
-from tests.sandbox_server import running_sandbox
-
-
-@pytest.fixture(scope="module")
-def url():
-    with running_sandbox() as u:
-        yield u
-
 
 def test_the_wheel_is_a_valid_wheel_with_both_packages_and_the_page(url):
     name = httpx.get(f"{url}/dist/").json()["wheels"][0]

@@ -13,42 +13,20 @@ import math
 import os
 import subprocess
 import sys
-from pathlib import Path
 
 import httpx
 import pytest
-from sandbox_server import ROOT, running_sandbox
+from browser_session import ARTIFACTS
+from sandbox_server import ROOT
 
 pytestmark = [pytest.mark.browser, pytest.mark.slow]
 
-CHROMIUM = Path(os.environ.get("GLASSLLM_CHROMIUM", "/usr/bin/chromium"))
-ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
-        "--disable-background-networking", "--disable-component-update", "--disable-sync"]
-ARTIFACTS = ROOT / "test-artifacts"
 
-if not CHROMIUM.exists():  # `make test` installs it; a bare `pytest` on a new machine may not
-    pytest.skip(f"{CHROMIUM} is missing: apt-get install -y chromium (make test does)",
-                allow_module_level=True)
-sync_playwright = pytest.importorskip("playwright.sync_api").sync_playwright
 
 
 # --------------------------------------------------------------------------------------
 # fixtures: one sandbox and one browser for the module, a fresh page per test
 # --------------------------------------------------------------------------------------
-
-@pytest.fixture(scope="module")
-def url():
-    with running_sandbox() as u:
-        yield u
-
-
-@pytest.fixture(scope="module")
-def browser():
-    with sync_playwright() as p:
-        b = p.chromium.launch(executable_path=str(CHROMIUM), args=ARGS)
-        yield b
-        b.close()
-
 
 @pytest.fixture
 def page(browser, url):

@@ -7,26 +7,10 @@ no test depends on how loaded the machine is."""
 from __future__ import annotations
 
 import pytest
-from sandbox_server import running_sandbox
-from test_page import ARGS, CHROMIUM, assert_numbers, click_and_wait, table
+from test_page import assert_numbers, click_and_wait, table
 
 pytestmark = [pytest.mark.browser, pytest.mark.slow]
-sync_playwright = pytest.importorskip("playwright.sync_api").sync_playwright
 BUSY = '{"error": {"status": 503, "code": "queue_full", "message": "busy"}}'
-
-
-@pytest.fixture(scope="module")
-def url():
-    with running_sandbox() as u:
-        yield u
-
-
-@pytest.fixture(scope="module")
-def browser():
-    with sync_playwright() as p:
-        b = p.chromium.launch(executable_path=str(CHROMIUM), args=ARGS)
-        yield b
-        b.close()
 
 
 @pytest.fixture

@@ -9,39 +9,15 @@ axe-core finds no serious or critical violation. Screenshots: test-artifacts/tea
 from __future__ import annotations
 
 import json
-import os
-from pathlib import Path
 
 import pytest
-from sandbox_server import ROOT, running_sandbox
+from browser_session import ARTIFACTS, axe_serious
 
 from glassllm.lessons import LESSONS
 
 pytestmark = [pytest.mark.browser, pytest.mark.slow]
 
-CHROMIUM = Path(os.environ.get("GLASSLLM_CHROMIUM", "/usr/bin/chromium"))
-ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking"]
-ARTIFACTS = ROOT / "test-artifacts"
-AXE = ROOT / "tests" / "vendor" / "axe-core" / "axe.min.js"
 
-if not CHROMIUM.exists():
-    pytest.skip(f"{CHROMIUM} is missing: apt-get install -y chromium (make test does)",
-                allow_module_level=True)
-sync_playwright = pytest.importorskip("playwright.sync_api").sync_playwright
-
-
-@pytest.fixture(scope="module")
-def url():
-    with running_sandbox() as u:
-        yield u
-
-
-@pytest.fixture(scope="module")
-def browser():
-    with sync_playwright() as p:
-        b = p.chromium.launch(executable_path=str(CHROMIUM), args=ARGS)
-        yield b
-        b.close()
 
 
 def open_page(browser, url, width=1280, height=900):
@@ -73,14 +49,6 @@ def run_after(pg, action) -> None:
     before = int(pg.evaluate("document.body.dataset.runs || '0'"))
     action()
     pg.wait_for_function(f"Number(document.body.dataset.runs || 0) > {before}")
-
-
-def axe_serious(pg, selector: str) -> list:
-    if not pg.evaluate("typeof axe !== 'undefined'"):
-        pg.add_script_tag(path=str(AXE))
-    return pg.evaluate(f"axe.run({json.dumps(selector)}).then(r => r.violations"
-                       ".filter(v => v.impact === 'serious' || v.impact === 'critical')"
-                       ".map(v => [v.id, v.nodes.length, v.nodes[0].target.join(' ')]))")
 
 
 def test_every_lesson_runs_with_its_notes_and_no_console_error(page):

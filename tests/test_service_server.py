@@ -15,12 +15,6 @@ JSON = {"content-type": "application/json"}
 
 
 @pytest.fixture(scope="module")
-def url():
-    with running_sandbox() as u:
-        yield u
-
-
-@pytest.fixture(scope="module")
 def http(url):
     with httpx.Client(base_url=url, timeout=60) as c:
         yield c

@@ -6,40 +6,15 @@ finds no accessibility violation. Screenshots go to test-artifacts/train-*.png.
 
 from __future__ import annotations
 
-import os
-from pathlib import Path
-
 import pytest
-from sandbox_server import ROOT, running_sandbox
+from browser_session import ARTIFACTS, AXE
 
 pytestmark = [pytest.mark.browser, pytest.mark.slow]
 
-CHROMIUM = Path(os.environ.get("GLASSLLM_CHROMIUM", "/usr/bin/chromium"))
-ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking"]
-ARTIFACTS = ROOT / "test-artifacts"
-AXE = ROOT / "tests" / "vendor" / "axe-core" / "axe.min.js"
 
-if not CHROMIUM.exists():
-    pytest.skip(f"{CHROMIUM} is missing: apt-get install -y chromium (make test does)",
-                allow_module_level=True)
-sync_playwright = pytest.importorskip("playwright.sync_api").sync_playwright
 
 SMALL = {"#train-d-model": "16", "#train-n-layers": "1", "#train-n-heads": "2",
          "#train-n-kv-heads": "1", "#train-batch": "4", "#train-every": "10"}
-
-
-@pytest.fixture(scope="module")
-def url():
-    with running_sandbox() as u:
-        yield u
-
-
-@pytest.fixture(scope="module")
-def browser():
-    with sync_playwright() as p:
-        b = p.chromium.launch(executable_path=str(CHROMIUM), args=ARGS)
-        yield b
-        b.close()
 
 
 @pytest.fixture
