@@ -1,7 +1,10 @@
-"""Fixtures the browser test modules share (tests/browser_session.py holds the rest): one
-real sandbox and one Debian Chromium per module. A module may define its own ``url``."""
+"""Fixtures several test modules share: one real sandbox and one Debian Chromium per module
+(the browser tests; tests/browser_session.py holds the rest; a module may define its own
+``url``), and the sandbox's access-log lines as a list."""
 
 from __future__ import annotations
+
+import logging
 
 import pytest
 from sandbox_server import running_sandbox
@@ -21,3 +24,24 @@ def browser():
         b = p.chromium.launch(executable_path=str(CHROMIUM), args=ARGS)
         yield b
         b.close()
+
+
+class Lines(logging.Handler):
+    """Keeps every record's message."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.lines: list[str] = []
+
+    def emit(self, record: logging.LogRecord) -> None:
+        self.lines.append(record.getMessage())
+
+
+@pytest.fixture
+def access_lines():
+    """The access log's lines (glassllm.access) written during the test."""
+    handler = Lines()
+    log = logging.getLogger("glassllm.access")
+    log.addHandler(handler)
+    yield handler.lines
+    log.removeHandler(handler)

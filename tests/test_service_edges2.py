@@ -5,31 +5,12 @@ an access-log line; training counts are strict JSON integers (H3)."""
 from __future__ import annotations
 
 import asyncio
-import logging
 
 import pytest
 from fastapi.testclient import TestClient
 
 from service.app import create_app
 from service.settings import Settings
-
-
-class Lines(logging.Handler):
-    def __init__(self) -> None:
-        super().__init__()
-        self.lines: list[str] = []
-
-    def emit(self, record: logging.LogRecord) -> None:
-        self.lines.append(record.getMessage())
-
-
-@pytest.fixture
-def access_lines():
-    handler = Lines()
-    log = logging.getLogger("glassllm.access")
-    log.addHandler(handler)
-    yield handler.lines
-    log.removeHandler(handler)
 
 
 def test_a_client_that_hangs_up_mid_body_is_a_499_not_a_500(access_lines):

@@ -3,8 +3,6 @@ CORS, the optional token, and Allow on every 405 (RFC 9110 §15.5.6). In-process
 
 from __future__ import annotations
 
-import logging
-
 import orjson
 import pytest
 from fastapi.testclient import TestClient
@@ -16,24 +14,6 @@ from service.app import create_app
 from service.settings import Settings
 
 NEG = {"inputs": {"a": [1.0, -2.0]}}
-
-
-class Lines(logging.Handler):
-    def __init__(self) -> None:
-        super().__init__()
-        self.lines: list[str] = []
-
-    def emit(self, record: logging.LogRecord) -> None:
-        self.lines.append(record.getMessage())
-
-
-@pytest.fixture
-def access_lines():
-    handler = Lines()
-    log = logging.getLogger("glassllm.access")
-    log.addHandler(handler)
-    yield handler.lines
-    log.removeHandler(handler)
 
 
 # -- access log and request id -------------------------------------------------------------
