@@ -11,12 +11,12 @@ from __future__ import annotations
 from urllib.parse import urlparse
 
 import pytest
-from test_page import ARTIFACTS, browser, url  # noqa: F401 - fixtures, shared
+from browser_session import ARTIFACTS
 
 pytestmark = [pytest.mark.browser, pytest.mark.slow]
 
 
-def test_docs_render_every_op_offline(browser, url):  # noqa: F811 - the imported fixtures
+def test_docs_render_every_op_offline(browser, url):
     context = browser.new_context(viewport={"width": 1280, "height": 800})
     outside: list[str] = []
 
