@@ -77,16 +77,48 @@ OFF_LOOP_BYTES = 64 * 1024
 
 
 def _parse(body: bytes, settings: Settings, op: str | None) -> tuple[Any, bool]:
+    try:
+        parsed = orjson.loads(body)   # orjson refuses nesting past 1024 on its own, safely
+    except orjson.JSONDecodeError as exc:
+        _check_depth_cheaply(body, settings, op)      # too deep is named before invalid
+        raise ApiError(422, "invalid_json", f"the body is not valid JSON: {exc}", op=op,
+                       input="request body") from None
+    if not _needs_text_scan(parsed, settings.max_json_depth):
+        return parsed, False
+    _check_depth_cheaply(body, settings, op)
+    return parsed, b"true" in body or b"false" in body
+
+
+def _check_depth_cheaply(body: bytes, settings: Settings, op: str | None) -> None:
     # Nesting needs an opening bracket per level: a body with no more [ and { than the
     # limit cannot be too deep, and two C-speed counts spare the scan (issue 18).
     if body.count(b"[") + body.count(b"{") > settings.max_json_depth:
         check_depth(body, settings, op=op)
-    try:
-        parsed = orjson.loads(body)
-    except orjson.JSONDecodeError as exc:
-        raise ApiError(422, "invalid_json", f"the body is not valid JSON: {exc}", op=op,
-                       input="request body") from None
-    return parsed, b"true" in body or b"false" in body
+
+
+_SHORT, _SCALARS = 64, (str, int, float)
+
+
+def _needs_text_scan(parsed: Any, limit: int) -> bool:
+    """False when the parsed body holds only objects, strings, numbers and short flat lists
+    of them (a binary array's shape, requires_grad): every array in binary form, none
+    deeper than ``limit``. Then it cannot be too deep and no JSON list holds a bool, so the
+    byte scans of a large body (depth, true / false) are skipped. True sends the body
+    through those exact checks."""
+    stack: list[tuple[Any, int]] = [(parsed, 1)]
+    while stack:
+        node, depth = stack.pop()
+        if isinstance(node, dict):
+            if depth > limit:
+                return True
+            stack.extend((value, depth + 1) for value in node.values())
+        elif isinstance(node, list):
+            if depth > limit or len(node) > _SHORT or not all(
+                    type(item) in _SCALARS for item in node):       # a bool's type is bool
+                return True
+        elif node is True or node is False:
+            return True
+    return False
 
 
 async def off_loop(request: Request, fn: Callable, *args: Any) -> Any:

@@ -124,6 +124,22 @@ def test_brackets_inside_strings_do_not_count_towards_the_depth():
     refused(deep, 422, "too_deep", "request body", "depth 5 exceeds 3")
 
 
+def test_bodies_without_json_arrays_keep_every_depth_and_bool_rule():
+    """H5 (issue 12/18): a body whose arrays are all binary skips the byte scans, so the
+    walk over the parsed objects must refuse what the scans refused: objects too deep,
+    a bool where a number belongs, and nesting past the parser's own limit (1024)."""
+    b64 = {"dtype": "float64", "shape": [2], "base64": "AAAAAAAA8D8AAAAAAAAAQA=="}
+    with client_with(max_json_depth=4) as c:
+        ok = post(c, "/api/v1/ops/neg", {"inputs": {"a": b64}})
+        deep = post(c, "/api/v1/ops/neg", {"inputs": {"a": {"x": {"y": {"z": 1}}}}})
+        flag = post(c, "/api/v1/ops/neg", {"inputs": {"a": True}})
+        past = post(c, "/api/v1/ops/neg", b'{"a":' * 1100 + b"1" + b"}" * 1100)
+    assert ok.status_code == 200 and ok.json()["value"] == [-1.0, -2.0]
+    refused(deep, 422, "too_deep", "request body", "depth 5 exceeds 4")
+    refused(flag, 422, "invalid_input", "a")
+    refused(past, 422, "too_deep", "request body", "depth 1100 exceeds 4")
+
+
 # --------------------------------------------------------------------------------------
 # GLASSLLM_MAX_ARRAY_ELEMENTS (413, one input)
 # --------------------------------------------------------------------------------------
