@@ -167,11 +167,23 @@ def probe(url: str, path: str, body: bytes | None = None) -> int:
         return 0
 
 
-def rss_mb(pid: int) -> float:
+def rss_mb(pid: int, field: str = "VmRSS") -> float:
     for line in Path(f"/proc/{pid}/status").read_text().splitlines():
-        if line.startswith("VmRSS:"):
+        if line.startswith(field + ":"):
             return int(line.split()[1]) / 1024
     return float("nan")
+
+
+SETTLE_S = 4.0
+
+
+def settled_rss_mb(pid: int) -> tuple[float, float]:
+    """The RSS at once, and after SETTLE_S s with no requests: the sandbox hands a burst's
+    freed memory back once its computations are idle for 2 s (service/memory.py), so the
+    settled figure is the working set and what stays of a leak."""
+    now = rss_mb(pid)
+    gevent.sleep(SETTLE_S)
+    return now, rss_mb(pid)
 
 
 def cpu_seconds(pid: int) -> float:
@@ -258,7 +270,7 @@ def main() -> None:
         # path, the allocator's arenas) before the RSS baseline is taken
         phase("warm-up (stress mix)", url, StressStudent, args.users,
               min(10.0, args.seconds / 3), proc.pid)
-        rss_warm = rss_mb(proc.pid)
+        rss_warm_now, rss_warm = settled_rss_mb(proc.pid)
         results = {"class": phase("class", url, ClassStudent, args.users, args.seconds,
                                   proc.pid),
                    "stress": phase("stress", url, StressStudent, args.users, args.seconds,
@@ -267,18 +279,21 @@ def main() -> None:
                        args.seconds / 3, proc.pid)
         print(f"\nstress served {results['stress']['served']:.0f} req/s vs /healthz"
               f" {health['served']:.0f} req/s under the same {args.users} users")
-        rss_stress = rss_mb(proc.pid)
+        rss_stress_now, rss_stress = settled_rss_mb(proc.pid)
         over = phase("overload", url, StressStudent, args.overload_users, overload_s,
                      proc.pid, spawn_rate=100.0)
         back = recovery(url)
         bad = {s: n for s, n in over["status"].items() if s not in (200, 503)}
         print(f"\noverload answers other than 200 / 503: {bad or 'none'}; recovery to full"
               f" service: {back:.2f} s after the load stopped")
-        rss_end = rss_mb(proc.pid)
+        rss_end_now, rss_end = settled_rss_mb(proc.pid)
         same, n = compare_samples(url)
-        print(f"server RSS: {rss_warm:.0f} MB after warm-up, {rss_stress:.0f} MB after class"
-              f" + stress ({100 * (rss_stress - rss_warm) / rss_warm:+.1f} %), {rss_end:.0f} MB"
-              f" after overload ({100 * (rss_end - rss_warm) / rss_warm:+.1f} %)")
+        print(f"server RSS, each {SETTLE_S:g} s after the load stopped: {rss_warm:.0f} MB after"
+              f" warm-up, {rss_stress:.0f} MB after class + stress"
+              f" ({100 * (rss_stress - rss_warm) / rss_warm:+.1f} %), {rss_end:.0f} MB after"
+              f" overload ({100 * (rss_end - rss_warm) / rss_warm:+.1f} %)")
+        print(f"server RSS the moment each load stopped: {rss_warm_now:.0f}, {rss_stress_now:.0f},"
+              f" {rss_end_now:.0f} MB; peak {rss_mb(proc.pid, 'VmHWM'):.0f} MB")
         print(f"sampled answers identical to their serial answer: {same} / {n}")
         for name in ("class", "stress"):
             st = results[name]["status"]

@@ -39,6 +39,7 @@ from starlette.concurrency import run_in_threadpool
 
 from service import metrics
 from service.errors import ApiError
+from service.memory import IdleTrim
 
 SMALL, LARGE = "small", "large"
 Cost = int | tuple[int, int]
@@ -104,10 +105,14 @@ class Admission:
         timeout_s: longest wait for a slot before 503.
         large_cost: planned cost above which a request is large.
         retry_after: the Retry-After (seconds) of every 503.
+        on_release: called on the event loop each time a computation gives its slot back
+            (the idle memory trim: service/memory.py).
     """
 
     def __init__(self, capacity: int, max_queue: int, timeout_s: float, large_cost: int,
-                 retry_after: int) -> None:
+                 retry_after: int, on_release: Any = None) -> None:
+        self.on_release = on_release
+        self.idle_trim: IdleTrim | None = None
         self.capacity, self.max_queue, self.timeout_s = capacity, max_queue, timeout_s
         self.large_cost, self.retry_after = large_cost, retry_after
         self.large_capacity = max(1, capacity - 1)
@@ -147,6 +152,8 @@ class Admission:
             self.busy[lane] -= 1
             metrics.slot_released(lane)
             self._dispatch()
+            if self.on_release is not None:
+                self.on_release()
 
     async def _acquire(self, lane: str, client: str, request: Any) -> None:
         t0 = time.perf_counter()
@@ -268,5 +275,9 @@ async def run_admitted(request: Any, cost: Cost, fn: Any, *args: Any) -> Any:
 
 
 def from_settings(settings: Any) -> Admission:
-    return Admission(settings.compute_slots, settings.max_queue, settings.queue_timeout_s,
-                     settings.large_cost, settings.retry_after_seconds)
+    """The worker's admission, with the idle memory trim after each burst (memory.py)."""
+    adm = Admission(settings.compute_slots, settings.max_queue, settings.queue_timeout_s,
+                    settings.large_cost, settings.retry_after_seconds)
+    adm.idle_trim = IdleTrim(busy=lambda: bool(adm.running or adm.waiting))
+    adm.on_release = adm.idle_trim.work_done
+    return adm

@@ -57,6 +57,19 @@ async def read_json(request: Request, settings: Settings, op: str | None = None,
     Returns the parsed body and `maybe_bools` (the body spells true / false somewhere: the
     exact path of `glassllm.wire` is needed only then). `op` is named in every refusal.
     """
+    return await read_json_then(request, settings, lambda parsed, maybe_bools: (
+        parsed, maybe_bools), op=op, send=send)
+
+
+async def read_json_then(request: Request, settings: Settings,
+                         then: Callable[[Any, bool], Any], op: str | None = None, *,
+                         send: str = '{"inputs": {...}}') -> Any:
+    """`read_json`, then ``then(parsed, maybe_bools)`` (the request's prepare step) in the
+    same step: for a large body both run in one worker thread, under one token of the
+    decode limiter. The parsed body (Python lists, several times its bytes) thus never
+    waits in a queue, so at most 2 × slots of them are alive however many clients send
+    big bodies at once (issue 9: a 512-client overload peaked at 785 MB when parsed bodies
+    queued for the prepare step)."""
     ctype = request.headers.get("content-type", "").split(";")[0].strip().lower()
     if ctype != "application/json" and not ctype.endswith("+json"):
         raise ApiError(415, "unsupported_media_type", f"Content-Type must be application/json;"
@@ -65,12 +78,16 @@ async def read_json(request: Request, settings: Settings, op: str | None = None,
     if not body.strip():
         raise ApiError(422, "invalid_request", f"the body is empty; send {send}", op=op,
                        input="request body")
+
+    def parse_then() -> Any:
+        return then(*_parse(body, settings, op))
+
     if len(body) > OFF_LOOP_BYTES:       # a 2.6 MB matmul body takes ~10 ms to decode
-        return await _in_thread(request, _parse, body, settings, op)
-    return _parse(body, settings, op)
+        return await _in_thread(request, parse_then)
+    return parse_then()
 
 
-# Bodies (and prepare steps) past this size are decoded in a worker thread, so one big
+# Bodies past this size are decoded (and their requests prepared) in a worker thread, so one big
 # request does not stall every other request on the event loop; small ones stay inline
 # (a thread hop costs more than decoding a few kB).
 OFF_LOOP_BYTES = 64 * 1024
@@ -119,14 +136,6 @@ def _needs_text_scan(parsed: Any, limit: int) -> bool:
         elif node is True or node is False:
             return True
     return False
-
-
-async def off_loop(request: Request, fn: Callable, *args: Any) -> Any:
-    """``fn(*args)`` in a worker thread when the request's body is large, else inline."""
-    size = request.headers.get("content-length", "")
-    if size.isdigit() and int(size) <= OFF_LOOP_BYTES:
-        return fn(*args)
-    return await _in_thread(request, fn, *args)
 
 
 async def _in_thread(request: Request, fn: Callable, *args: Any) -> Any:

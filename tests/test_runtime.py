@@ -36,3 +36,60 @@ def test_tune_malloc_keeps_freed_arrays_in_the_heap_and_import_changes_nothing()
 
     assert kept("untuned") < 1 << 21  # importing glassllm does not touch the allocator
     assert kept("tuned") >= 1 << 22  # the freed 4 MiB stayed for reuse
+
+
+# Eight threads allocate at once; glibc's malloc_stats() prints one "Arena n:" block per
+# arena on stderr. Untuned, threads get arenas of their own; tuned, at most two are shared.
+ARENAS = """
+import ctypes, sys, threading
+import numpy as np
+if sys.argv[1] == "tuned":
+    from glassllm.runtime import tune_malloc
+    assert tune_malloc() is True
+barrier = threading.Barrier(8)
+def work():
+    barrier.wait()
+    keep = [np.ones(1000) for _ in range(200)]
+    barrier.wait()
+threads = [threading.Thread(target=work) for _ in range(8)]
+for t in threads: t.start()
+for t in threads: t.join()
+ctypes.CDLL(None).malloc_stats()
+"""
+
+
+@pytest.mark.skipif(platform.libc_ver()[0] != "glibc", reason="glibc's allocator only")
+def test_tune_malloc_caps_the_arenas_and_trim_gives_memory_back():
+    def arenas(mode: str) -> int:
+        out = subprocess.run([sys.executable, "-c", ARENAS, mode], capture_output=True,
+                             text=True, timeout=60)
+        assert out.returncode == 0, out.stderr
+        return out.stderr.count("Arena ")
+
+    assert arenas("untuned") > 2          # glibc's default: up to 8 per core
+    assert arenas("tuned") <= 2
+
+
+# Tuned, 100 freed 1 MiB arrays stay in the heap (RSS keeps them); trim hands them back.
+TRIM = """
+import numpy as np
+from glassllm.runtime import trim_free_memory, tune_malloc
+def rss_mb():
+    for line in open("/proc/self/status"):
+        if line.startswith("VmRSS:"):
+            return int(line.split()[1]) / 1024
+assert tune_malloc() is True
+keep = [np.ones(1 << 17) for _ in range(100)]
+del keep[:99]                         # the last one pins the heap's top: no plain trim
+before = rss_mb()
+print(trim_free_memory(), before - rss_mb())
+"""
+
+
+@pytest.mark.skipif(platform.libc_ver()[0] != "glibc", reason="glibc's allocator only")
+def test_trim_free_memory_gives_freed_heap_pages_back():
+    out = subprocess.run([sys.executable, "-c", TRIM], capture_output=True, text=True,
+                         timeout=60)
+    assert out.returncode == 0, out.stderr
+    released, dropped_mb = out.stdout.split()
+    assert released == "True" and float(dropped_mb) > 80, out.stdout

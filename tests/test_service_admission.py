@@ -337,3 +337,50 @@ async def _new_event() -> asyncio.Event:
 async def _hold(adm: Admission, release: asyncio.Event, cost: int) -> None:
     async with adm.slot(cost=cost, client="holder"):
         await release.wait()
+
+
+# --------------------------------------------------------------------------------------
+# Memory back to the OS after a burst (issue 9: RSS growth; service/memory.py)
+# --------------------------------------------------------------------------------------
+def test_the_idle_trim_runs_once_after_the_last_computation_and_never_while_busy():
+    """The trim waits for a quiet moment after work: a release while others still run or
+    wait pushes it back; once all are done it runs exactly once (a fake trim records it)."""
+    from service.memory import IdleTrim
+
+    async def main():
+        calls: list[int] = []
+
+        def trim():
+            calls.append(1)
+            return True
+
+        adm = admission(capacity=1)
+        idle = IdleTrim(busy=lambda: bool(adm.running or adm.waiting), delay_s=0.0, trim=trim)
+        adm.on_release = idle.work_done
+        a, b = Holder(adm, "a"), Holder(adm, "b")
+        await until(lambda: a.admitted and adm.waiting == 1)
+        a.release()                                  # b still runs: the timer finds it busy
+        await until(lambda: b.admitted)
+        for _ in range(20):
+            await asyncio.sleep(0)
+        assert calls == [] and idle.trims == 0
+        b.release()
+        await asyncio.gather(a.task, b.task)
+        await until(lambda: idle.trims == 1)
+        await idle._running                          # the thread's call has finished
+        assert calls == [1]
+        for _ in range(20):                          # nothing more without new work
+            await asyncio.sleep(0)
+        assert idle.trims == 1
+    run(main())
+
+
+def test_the_sandbox_admission_trims_memory_after_work():
+    """from_settings wires the trim (glibc's malloc_trim) to every slot release."""
+    from service.admission import from_settings
+    from service.memory import IdleTrim, collect_and_trim
+    from service.settings import Settings
+
+    adm = from_settings(Settings())
+    assert isinstance(adm.idle_trim, IdleTrim) and adm.on_release == adm.idle_trim.work_done
+    assert adm.idle_trim.trim is collect_and_trim and adm.idle_trim.delay_s > 0

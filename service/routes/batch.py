@@ -25,7 +25,7 @@ from service.admission import run_admitted
 from service.case import Case, prepare_case, run_case
 from service.codec import computed, dumps, encoding_of
 from service.errors import ApiError, from_input_error
-from service.limits import off_loop, read_json
+from service.limits import read_json_then
 from service.settings import Settings
 
 router = APIRouter(prefix="/api/v1", tags=["tools"])
@@ -102,10 +102,13 @@ CASE = {"type": "object", "description": "an op call {op, inputs, requires_grad,
                      {"op": "nope", "inputs": {}}]}}}}})
 async def batch(request: Request) -> Response:
     settings = request.app.state.settings
-    parsed, maybe_bools = await read_json(request, settings, send='{"cases": [...]}')
-    prepared, total, encoding = await off_loop(request, prepare_batch, parsed, maybe_bools,
-                                               settings)
-    del parsed                  # a queued batch holds its prepared cases, not the JSON lists
+
+    def prepare(parsed: Any, maybe_bools: bool) -> tuple[tuple[list[Case], int, str], bool]:
+        return prepare_batch(parsed, maybe_bools, settings), maybe_bools
+
+    # one step (service/limits.py): a queued batch holds its prepared cases, not the lists
+    (prepared, total, encoding), maybe_bools = await read_json_then(
+        request, settings, prepare, send='{"cases": [...]}')
     out = await run_admitted(request, total, answer_batch, prepared, encoding, maybe_bools,
                              settings)
     return Response(out, media_type="application/json")

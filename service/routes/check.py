@@ -24,7 +24,7 @@ from service.admission import run_admitted
 from service.case import Case, prepare_case, run_case
 from service.codec import dumps
 from service.errors import ApiError
-from service.limits import off_loop, read_json
+from service.limits import read_json_then
 from service.settings import Settings
 
 router = APIRouter(prefix="/api/v1", tags=["tools"])
@@ -125,8 +125,12 @@ def answer_check(case: Case, claim: dict, maybe_bools: bool, settings: Settings)
                              "reveal": False}}}}})
 async def check(request: Request) -> Response:
     settings = request.app.state.settings
-    parsed, maybe_bools = await read_json(request, settings, send='{"op": ..., "claimed": ...}')
-    case, claim = await off_loop(request, prepare_check, parsed, maybe_bools, settings)
-    del parsed
+
+    def prepare(parsed: Any, maybe_bools: bool) -> tuple[tuple[Case, Any], bool]:
+        return prepare_check(parsed, maybe_bools, settings), maybe_bools
+
+    # one step (service/limits.py): a queued check holds its case, not the JSON lists
+    (case, claim), maybe_bools = await read_json_then(
+        request, settings, prepare, send='{"op": ..., "claimed": ...}')
     out = await run_admitted(request, case.cost, answer_check, case, claim, maybe_bools, settings)
     return Response(out, media_type="application/json")

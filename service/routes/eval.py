@@ -25,7 +25,7 @@ from service import schemas
 from service.admission import run_admitted
 from service.codec import dumps, encode_as, encoding_of
 from service.errors import ApiError
-from service.limits import off_loop, read_json
+from service.limits import read_json_then
 from service.settings import Settings
 
 router = APIRouter(prefix="/api/v1", tags=["expressions"])
@@ -129,13 +129,16 @@ def evaluate_body(body: Any, maybe_bools: bool, settings: Settings) -> dict:
                  "example": EXAMPLES[1]["request"]}}}})
 async def eval_expression(request: Request) -> Response:
     settings = request.app.state.settings
-    parsed, maybe_bools = await read_json(request, settings, send='{"expression": ...}')
-    encoding = encoding_of(parsed)
     messages: list[str] = []          # an ExprError is mapped by the app's handlers
-    # Parse, build and plan the graph first (off the event loop for a big body), then wait
-    # for a slot in the lane of its planned cost, then compute.
-    prepared = await off_loop(request, prepare_body, parsed, maybe_bools, settings, messages)
-    del parsed                  # a queued request holds its planned graph, not the JSON lists
+
+    def prepare(parsed: Any, maybe_bools: bool) -> tuple[str, expr.PreparedExpression]:
+        return encoding_of(parsed), prepare_body(parsed, maybe_bools, settings, messages)
+
+    # Read, parse, build and plan the graph in one step (off the event loop for a big body:
+    # a queued request holds its planned graph, never the JSON lists), then wait for a slot
+    # in the lane of its planned cost, then compute.
+    encoding, prepared = await read_json_then(request, settings, prepare,
+                                              send='{"expression": ...}')
     out = await run_admitted(request, prepared.cost, run_prepared, prepared, messages, encoding)
     return Response(out, media_type="application/json")
 

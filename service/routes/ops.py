@@ -3,19 +3,20 @@
 from __future__ import annotations
 
 import difflib
+from typing import Any
 
 import orjson
 from fastapi import APIRouter, Request
 from starlette.responses import Response
 
 from glassllm import registry
-from glassllm.registry import Op
+from glassllm.registry import Op, Prepared
 from service import schemas
 from service.admission import run_admitted
 from service.codec import encoding_of
 from service.dispatch import answer, prepare_body
 from service.errors import ApiError
-from service.limits import off_loop, read_json
+from service.limits import read_json_then
 
 router = APIRouter(prefix="/api/v1/ops", tags=["ops"])
 ERRORS = {s: {"model": schemas.ErrorBody} for s in (400, 404, 413, 415, 422, 503)}
@@ -46,10 +47,13 @@ def get_op(name: str) -> Response:
 
 async def run_op(op: Op, request: Request) -> Response:
     settings = request.app.state.settings
-    parsed, maybe_bools = await read_json(request, settings, op=op.name)
-    encoding = encoding_of(parsed, op.name)
-    prepared = await off_loop(request, prepare_body, op, parsed, maybe_bools, settings)
-    del parsed                  # a queued request holds its NumPy inputs, not the JSON lists
+
+    def prepare(parsed: Any, maybe_bools: bool) -> tuple[str, Prepared]:
+        return encoding_of(parsed, op.name), prepare_body(op, parsed, maybe_bools, settings)
+
+    # read, parse and prepare in one step: a queued request holds its NumPy inputs, never
+    # the JSON lists (service/limits.py)
+    encoding, prepared = await read_json_then(request, settings, prepare, op=op.name)
     out = await run_admitted(request, prepared.cost, answer, prepared, encoding)
     return Response(out, media_type="application/json")
 
