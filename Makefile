@@ -96,7 +96,7 @@ clean:
 
 # --- the course image (issue 13; docs/deploy.md) ---------------------------------------
 #   make docker       build glassllm:latest (official slim base if pullable, else a local
-#                     Debian base made with debootstrap from this machine's apt mirror)
+#                     Debian base made with mmdebstrap from this machine's apt mirror)
 #   make docker-test  install/start the engine if needed, build, check the real container
 #   make docker-save  the image as dist/glassllm-image.tar.gz, for `docker load` offline
 #   make lock         rewrite requirements/*.lock (hashes) from pyproject.toml

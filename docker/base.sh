@@ -1,12 +1,15 @@
 #!/bin/sh
 # Make the local base image when the official Python image cannot be pulled (a course
-# network that reaches only Debian's archive): debootstrap minbase + python3,
-# python3-venv and ca-certificates, from the mirror this machine's apt already uses
-# (docker/apt_mirror.py), then `docker import`. The base trusts only Debian's own CAs.
+# network that reaches only Debian's archive): Debian minbase + python3, python3-venv and
+# ca-certificates, from the mirror this machine's apt already uses (docker/apt_mirror.py),
+# made with mmdebstrap (apt downloads in parallel and installs in one go: ~30 s here,
+# where debootstrap took over 4 minutes), then `docker import`. The base trusts only
+# Debian's own CAs.
 #
 #   sh docker/base.sh [TAG]      default TAG: glassllm-base:<codename>
 #
-# Needs root (debootstrap) and a running Docker engine. Installs debootstrap if missing.
+# Needs root (or user namespaces) and a running Docker engine. Installs mmdebstrap if
+# missing.
 set -eu
 here=$(cd "$(dirname "$0")" && pwd)
 . "$here/retry.sh"
@@ -15,33 +18,35 @@ DOCKER=${DOCKER:-docker}
 set -- $(python3 "$here/apt_mirror.py") "${1:-}"
 mirror=$1 suite=$2 tag=${3:-glassllm-base:$2}
 
-if ! command -v debootstrap >/dev/null 2>&1; then
+if ! command -v mmdebstrap >/dev/null 2>&1; then
     retry apt-get update -qq
-    retry env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq debootstrap
+    retry env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq mmdebstrap
 fi
 
-rootfs=$(mktemp -d /tmp/glassllm-base.XXXXXX)
-trap 'rm -rf "$rootfs"' EXIT
-echo "base: debootstrap $suite from $mirror into $rootfs"
-# A failed debootstrap leaves a half-made tree: start each try from an empty one.
+work=$(mktemp -d /tmp/glassllm-base.XXXXXX)
+trap 'rm -rf "$work"' EXIT
+echo "base: mmdebstrap $suite from $mirror"
+# What a container never needs is never unpacked: docs (but each package's copyright),
+# man pages, info, locales; nor are package lists, apt's cache and logs kept.
+# A failed try leaves no image: the tarball is imported only when complete.
 attempt() {
-    rm -rf "$rootfs" && mkdir -p "$rootfs"
-    debootstrap --variant=minbase --include=python3,python3-venv,ca-certificates \
-        "$suite" "$rootfs" "$mirror" > /tmp/glassllm-debootstrap.log 2>&1 \
-        || { tail -20 /tmp/glassllm-debootstrap.log >&2; return 1; }
+    rm -f "$work/rootfs.tar"
+    mmdebstrap --variant=minbase --include=python3,python3-venv,ca-certificates \
+        --hook-dir=/usr/share/mmdebstrap/hooks/merged-usr \
+        --dpkgopt='path-exclude=/usr/share/doc/*' \
+        --dpkgopt='path-include=/usr/share/doc/*/copyright' \
+        --dpkgopt='path-exclude=/usr/share/man/*' \
+        --dpkgopt='path-exclude=/usr/share/info/*' \
+        --dpkgopt='path-exclude=/usr/share/locale/*' \
+        --customize-hook='rm -rf "$1"/var/log/* "$1"/tmp/* "$1"/var/lib/apt/lists/* "$1"/var/cache/apt/*' \
+        "$suite" "$work/rootfs.tar" "$mirror" > "$work/mmdebstrap.log" 2>&1 \
+        || { tail -20 "$work/mmdebstrap.log" >&2; return 1; }
 }
 retry attempt
 
-# What a container never needs: package lists and caches, docs, man pages, locales.
-rm -rf "$rootfs"/var/lib/apt/lists/* "$rootfs"/var/cache/apt/* "$rootfs"/var/log/* \
-       "$rootfs"/usr/share/doc/* "$rootfs"/usr/share/man/* "$rootfs"/usr/share/info/* \
-       "$rootfs"/usr/share/locale/* "$rootfs"/tmp/*
-# The image's sources list is the mirror apt gave us (for `apt-get` inside, if ever).
-echo "deb $mirror $suite main" > "$rootfs/etc/apt/sources.list"
-
-tar -C "$rootfs" -c . | $DOCKER import \
+$DOCKER import \
     --change 'ENV PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin' \
     --change 'ENV LANG=C.UTF-8' \
     --change 'CMD ["python3"]' \
-    - "$tag"
+    "$work/rootfs.tar" "$tag"
 echo "base: $tag ($($DOCKER image inspect -f '{{.Size}}' "$tag" | awk '{printf "%.0f MB", $1/1e6}'))"
