@@ -56,9 +56,13 @@ import numpy as np
 from glassllm.errors import LimitError, WireError
 
 try:    # SIMD base64, ~100x the standard library's speed; the service extra installs it
-    from pybase64 import b64decode, b64encode
+    from pybase64 import b64decode
+    from pybase64 import b64encode_as_string as _b64_text  # from the array's buffer: no copies
 except ImportError:                                    # the core library needs NumPy alone
     from base64 import b64decode, b64encode
+
+    def _b64_text(data: Any) -> str:
+        return b64encode(data).decode("ascii")
 
 __all__ = [
     "ARRAY_KINDS",
@@ -329,7 +333,7 @@ def encode_base64(arr: Any) -> dict:
         dtype = "float64"
     data = np.ascontiguousarray(arr, dtype=BASE64_DTYPES[dtype][0])
     return {"dtype": dtype, "shape": list(arr.shape),
-            "base64": b64encode(data.tobytes()).decode("ascii")}
+            "base64": _b64_text(data)}
 
 
 def encode_array(arr: Any) -> Any:
