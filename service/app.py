@@ -47,6 +47,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     for router in (health.router, ops.router, eval_routes.router, batch.router, check.router,
                    dist.router):
         app.include_router(allow_head(router))       # HEAD wherever GET (the page: pages.py)
+    app.router.routes.insert(0, ops.RUN)             # every op's POST, matched first
     train_routes.install(app)                        # /api/v1/train, /api/v1/model/attention
     pages.install(app, settings.static_dir)
     app.include_router(allow_head(contract.router))  # the contract, docs/*.md (H7)

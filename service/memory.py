@@ -44,17 +44,25 @@ class IdleTrim:
         self.busy, self.delay_s, self.trim = busy, delay_s, trim
         self._timer: asyncio.TimerHandle | None = None
         self._running: asyncio.Future | None = None
+        self._last_work = 0.0
         self.trims = 0
 
     def work_done(self) -> None:
-        """On the event loop, when a computation released its slot: (re)start the wait."""
-        if self._timer is not None:
-            self._timer.cancel()
-        self._timer = asyncio.get_running_loop().call_later(self.delay_s, self._fire)
+        """On the event loop, when a computation released its slot: the quiet time starts
+        again. Costs a clock read per request; one timer is armed at a time."""
+        loop = asyncio.get_running_loop()
+        self._last_work = loop.time()
+        if self._timer is None:
+            self._timer = loop.call_at(self._last_work + self.delay_s, self._fire)
 
     def _fire(self) -> None:
+        loop = asyncio.get_running_loop()
+        quiet_from = self._last_work + self.delay_s
+        if loop.time() < quiet_from:             # work came since the timer was armed
+            self._timer = loop.call_at(quiet_from, self._fire)
+            return
         self._timer = None
         if self.busy() or (self._running is not None and not self._running.done()):
             return                      # work came back: the next release starts the wait
         self.trims += 1
-        self._running = asyncio.get_running_loop().run_in_executor(None, self.trim)
+        self._running = loop.run_in_executor(None, self.trim)

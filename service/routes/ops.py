@@ -8,6 +8,7 @@ from typing import Any
 import orjson
 from fastapi import APIRouter, Request
 from starlette.responses import Response
+from starlette.routing import Route
 
 from glassllm import registry
 from glassllm.registry import Op, Prepared
@@ -58,10 +59,26 @@ async def run_op(op: Op, request: Request) -> Response:
     return Response(out, media_type="application/json")
 
 
-@router.post("/{name}", include_in_schema=False)
-async def run(name: str, request: Request) -> Response:
+async def run(request: Request) -> Response:
     """Every op's POST: one route, the op looked up in the registry by its path name."""
-    return await run_op(find(name), request)
+    return await run_op(find(request.path_params["name"]), request)
+
+
+class _Route(Route):
+    """A Starlette route that names itself in ``scope["route"]`` (FastAPI's router does so
+    only for its own routes), where the access log and the metrics read the template —
+    also when it answers 405 to another method."""
+
+    async def handle(self, scope: dict, receive: Any, send: Any) -> None:
+        scope["route"] = self
+        await super().handle(scope, receive, send)
+
+
+# A plain Starlette route, first in the app's table (service/app.py): the busiest path
+# skips FastAPI's parameter solving and included-router matching, which it does not use
+# (the body is read by `read_json_then`, the name looked up by `find`): a (4, 8) softmax
+# answered 0.63x /healthz's requests per second this way against 0.55x (issue 18).
+RUN = _Route("/api/v1/ops/{name}", run, methods=["POST"], name="run")
 
 
 def _documented(op: Op):
