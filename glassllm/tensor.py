@@ -611,6 +611,17 @@ def _topological_order(root: Tensor) -> list[Tensor]:
     the second time. Tensors hash by identity, so the visited set holds them directly.
     """
     order: list[Tensor] = []
+    parents = root._parents
+    if all(not p._parents for p in parents):
+        # One op on leaves (each sandbox op call, the first step of every graph): no walk.
+        # Identities, not `in` on a list: == on tensors is elementwise.
+        seen: set[int] = set()
+        for p in parents:
+            if p.requires_grad and id(p) not in seen:
+                seen.add(id(p))
+                order.append(p)
+        order.append(root)
+        return order
     visited: set[Tensor] = set()
     done: set[Tensor] = set()
     stack: list[Tensor] = [root]

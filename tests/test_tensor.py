@@ -340,3 +340,20 @@ def test_leaf_grad_is_never_a_view_of_another_array():
     assert z.grad.flags.writeable and z.grad.tolist() == [1.0, 1.0]
     z.grad[0] = 7.0
     assert z.grad.tolist() == [7.0, 1.0]
+
+
+def test_one_op_on_leaves_gets_every_leaf_once_and_shared_uses_summed():
+    """L0.5 (the engine's shortcut for one op on leaves, issue 18): a leaf used twice gets
+    the sum of both uses, a leaf that does not require grad gets nothing, and the same
+    graph one op deeper gives the same gradients as the general walk."""
+    x = Tensor([[1.0, -2.0], [3.0, 0.5]], requires_grad=True)
+    c = Tensor([10.0, 20.0])                                   # no grad
+    ag.mul(x, x).backward(np.ones((2, 2)))
+    np.testing.assert_array_equal(x.grad, 2 * x.data)          # d(x*x)/dx = 2x
+    x.grad = None
+    ag.add(x, c).backward(np.full((2, 2), 3.0))
+    np.testing.assert_array_equal(x.grad, np.full((2, 2), 3.0))
+    assert c.grad is None
+    x.grad = None
+    ag.neg(ag.mul(x, x)).backward(np.ones((2, 2)))               # two ops: the full walk
+    np.testing.assert_array_equal(x.grad, -2 * x.data)
