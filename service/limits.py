@@ -83,8 +83,19 @@ async def read_json_then(request: Request, settings: Settings,
         return then(*_parse(body, settings, op))
 
     if len(body) > OFF_LOOP_BYTES:       # a 2.6 MB matmul body takes ~10 ms to decode
-        return await _in_thread(request, parse_then)
+        try:
+            return await _in_thread(request, parse_then)
+        finally:       # refused or not, a big body's memory is given back once idle
+            _work_done(request)
     return parse_then()
+
+
+def _work_done(request: Request) -> None:
+    app = request.scope.get("app")
+    admission = getattr(getattr(app, "state", None), "admission", None)
+    trim = getattr(admission, "idle_trim", None)
+    if trim is not None:
+        trim.work_done()
 
 
 # Bodies past this size are decoded (and their requests prepared) in a worker thread, so one big

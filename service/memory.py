@@ -47,6 +47,11 @@ class IdleTrim:
         self._last_work = 0.0
         self.trims = 0
 
+    @property
+    def pending(self) -> bool:
+        """A trim is scheduled: work ended less than ``delay_s`` ago (or is running)."""
+        return self._timer is not None
+
     def work_done(self) -> None:
         """On the event loop, when a computation released its slot: the quiet time starts
         again. Costs a clock read per request; one timer is armed at a time."""

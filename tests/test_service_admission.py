@@ -384,3 +384,22 @@ def test_the_sandbox_admission_trims_memory_after_work():
     adm = from_settings(Settings())
     assert isinstance(adm.idle_trim, IdleTrim) and adm.on_release == adm.idle_trim.work_done
     assert adm.idle_trim.trim is collect_and_trim and adm.idle_trim.delay_s > 0
+
+
+def test_a_refused_large_body_also_schedules_the_memory_trim():
+    """issue 9 (QA: memory stayed high after a burst of refused matmuls): a body past the
+    off-loop size schedules the trim when its parse-and-prepare step ends, refused or not;
+    a small refused one does not (it never left the event loop, nor took a slot)."""
+    from fastapi.testclient import TestClient
+
+    from service.app import create_app
+
+    def refused_then_pending(rows: int) -> bool:
+        with TestClient(create_app()) as c:
+            r = c.post("/api/v1/ops/matmul", json={"inputs": {"a": [[1.0] * 3000] * rows,
+                                                              "b": [[1.0] * 4] * 3}})
+            assert r.status_code == 400 and r.json()["error"]["code"] == "numpy_error", r.text
+            return c.app.state.admission.idle_trim.pending
+
+    assert refused_then_pending(6) is True        # ~72 KB body: parsed off the loop
+    assert refused_then_pending(1) is False       # ~12 KB body: inline
