@@ -138,3 +138,129 @@ def test_encode_base64_of_a_mask_is_a_mask():
     mask = np.array(MASK)
     r = evaluate("x[m].sum()", {"x": X, "m": encode_base64(mask)})
     assert r["value"] == 7.0
+
+
+# --------------------------------------------------------------------------------------
+# D4: a base64 answer keeps every float64 bit pattern (NaN sign and payload included)
+# --------------------------------------------------------------------------------------
+
+# quiet NaNs with payloads and both signs, a signalling NaN, ±Infinity, -0.0, the smallest
+# subnormal, the largest finite float and 1.0
+BITS = np.array([0x7FF8000000000ABC, 0xFFF8000000000000, 0xFFF80000DEADBEEF,
+                 0x7FF0000000000001, 0x7FF0000000000000, 0xFFF0000000000000,
+                 0x8000000000000000, 0x0000000000000001, 0x7FEFFFFFFFFFFFFF,
+                 0x3FF0000000000000], dtype=np.uint64)
+X_BITS = BITS.view(np.float64)
+# quiet NaNs only for a seed: the backward adds it to zeros, which quiets a signalling NaN
+SEED_BITS = np.array([0x7FF8000000000123, 0xFFF8000000000456, 0x7FF8000000000000,
+                      0xFFF8000000000000, 0x4000000000000000, 0x8000000000000000],
+                     dtype=np.uint64)
+
+
+def raw_bytes(answer: dict) -> bytes:
+    """The little-endian bytes of one binary answer array, checked to be float64."""
+    assert set(answer) == {"dtype", "shape", "base64"}
+    assert answer["dtype"] == "float64"
+    return base64.b64decode(answer["base64"], validate=True)
+
+
+def test_eval_base64_answer_keeps_every_nan_bit_pattern(client):
+    """H3, "Exact binary arrays": with ``"encoding": "base64"`` the value of ``x`` comes
+    back with the bytes it went in with — a NaN's sign and payload, a signalling NaN,
+    -0.0, a subnormal (tester's D4: every NaN came back as 0x7ff8000000000000)."""
+    r = client.post("/api/v1/eval", json={
+        "expression": "x", "variables": {"x": b64(X_BITS, "float64")}, "encoding": "base64"})
+    assert r.status_code == 200, r.text
+    body = r.json()
+    assert body["value"]["shape"] == [10]
+    assert raw_bytes(body["value"]) == X_BITS.astype("<f8").tobytes()
+    assert raw_bytes(body["grads"]["x"]) == np.ones(10).astype("<f8").tobytes()
+
+
+def test_eval_base64_answer_keeps_nan_bits_through_a_reshape_and_a_seed(client):
+    """H3: value and grads both exact — ``x.reshape(2, 3)``'s value keeps x's bytes, and
+    x's gradient is the seed (grad_output) with its NaN payloads and signs, reshaped back."""
+    x = X_BITS[:6]
+    seed = SEED_BITS.view(np.float64).reshape(2, 3)
+    r = client.post("/api/v1/eval", json={
+        "expression": "x.reshape(2, 3)", "variables": {"x": b64(x, "float64")},
+        "grad_output": b64(seed, "float64"), "encoding": "base64"})
+    assert r.status_code == 200, r.text
+    body = r.json()
+    assert body["value"]["shape"] == [2, 3]
+    assert raw_bytes(body["value"]) == x.astype("<f8").tobytes()
+    assert body["grads"]["x"]["shape"] == [6]
+    assert raw_bytes(body["grads"]["x"]) == SEED_BITS.astype("<u8").tobytes()
+
+
+def test_eval_base64_answer_is_bit_for_bit_the_reshape_op(client):
+    """H3: ``/api/v1/eval`` of ``x.reshape(10)`` and ``/api/v1/ops/reshape`` answer the same
+    bytes in base64 (the op route kept them before D4's fix; the expression now does too)."""
+    x = b64(X_BITS, "float64")
+    ev = client.post("/api/v1/eval", json={"expression": "x.reshape(10)",
+                                           "variables": {"x": x}, "encoding": "base64"})
+    op = client.post("/api/v1/ops/reshape", json={"inputs": {"a": x, "shape": [10]},
+                                                  "encoding": "base64"})
+    assert ev.status_code == op.status_code == 200, (ev.text, op.text)
+    assert raw_bytes(ev.json()["value"]) == raw_bytes(op.json()["value"]) \
+        == X_BITS.astype("<f8").tobytes()
+
+
+def test_eval_json_answer_is_unchanged_by_the_binary_path(client):
+    """H3: the JSON answer still writes the non-finite tokens (``"NaN"``, ``"Infinity"``)
+    and -0.0, as before; only a base64 answer carries the NaN payloads."""
+    r = client.post("/api/v1/eval", json={"expression": "x",
+                                          "variables": {"x": b64(X_BITS[3:], "float64")}})
+    assert r.status_code == 200, r.text
+    assert r.json()["value"] == ["NaN", "Infinity", "-Infinity", -0.0, 5e-324,
+                                 1.7976931348623157e308, 1.0]
+    assert r.json()["grads"] == {"x": [1.0] * 7}
+
+
+def test_batch_expression_case_base64_answer_keeps_every_nan_bit_pattern(client):
+    """H3 and the batch (docs/http.md, ``POST /api/v1/batch``): an expression case answers
+    in base64 with x's exact bytes and the seed's exact NaN payloads, as ``/api/v1/eval``
+    does; an op case next to it keeps them too."""
+    x = X_BITS[:6]
+    seed = SEED_BITS.view(np.float64)
+    r = client.post("/api/v1/batch", json={"encoding": "base64", "cases": [
+        {"expression": "x", "variables": {"x": b64(X_BITS, "float64")}},
+        {"expression": "x.reshape(2, 3)", "variables": {"x": b64(x, "float64")},
+         "grad_output": b64(seed.reshape(2, 3), "float64")},
+        {"op": "reshape", "inputs": {"a": b64(X_BITS, "float64"), "shape": [10]}}]})
+    assert r.status_code == 200, r.text
+    whole, reshaped, op = r.json()["results"]
+    assert raw_bytes(whole["value"]) == X_BITS.astype("<f8").tobytes()
+    assert raw_bytes(whole["grads"]["x"]) == np.ones(10).astype("<f8").tobytes()
+    assert reshaped["value"]["shape"] == [2, 3]
+    assert raw_bytes(reshaped["value"]) == x.astype("<f8").tobytes()
+    assert raw_bytes(reshaped["grads"]["x"]) == SEED_BITS.astype("<u8").tobytes()
+    assert "nodes" not in reshaped
+    assert raw_bytes(op["value"]) == X_BITS.astype("<f8").tobytes()
+
+
+def test_batch_expression_case_json_answer_is_unchanged(client):
+    """H3: a batch's JSON expression answer is the eval's value and grads, tokens included."""
+    r = client.post("/api/v1/batch", json={"cases": [
+        {"expression": "(x * 2.0).sum()", "variables": {"x": [1.0, -0.0, 3.0]}},
+        {"expression": "x", "variables": {"x": ["NaN", "-Infinity", 0.5]}}]})
+    assert r.status_code == 200, r.text
+    first, second = r.json()["results"]
+    assert first == {"value": 8.0, "shape": [], "grads": {"x": [2.0, 2.0, 2.0]},
+                     "warnings": []}
+    assert second["value"] == ["NaN", "-Infinity", 0.5]
+    assert second["grads"] == {"x": [1.0, 1.0, 1.0]}
+
+
+def test_library_run_arrays_gives_the_float64_arrays_bit_exact():
+    """H3, the library: ``expr.run(prepared, arrays=True)`` gives value and grads as float64
+    arrays with the input's bytes (the service's base64 answer is written from these)."""
+    from glassllm import expr
+
+    seed = SEED_BITS.view(np.float64)
+    result = expr.run(expr.prepare("x", {"x": b64(X_BITS[:6], "float64")}, seed),
+                      arrays=True)
+    assert result["value"].dtype == np.float64
+    assert result["value"].tobytes() == X_BITS[:6].tobytes()
+    assert result["grads"]["x"].tobytes() == SEED_BITS.tobytes()
+    assert evaluate("x", {"x": [1.0, "NaN"]})["value"] == [1.0, "NaN"]   # default: wire JSON
