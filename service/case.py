@@ -24,7 +24,6 @@ import numpy as np
 
 from glassllm import expr, registry
 from glassllm.errors import InputError
-from glassllm.wire import coerce
 from service.dispatch import prepare_body, run_prepared
 from service.errors import ApiError, from_input_error
 from service.routes import eval as eval_routes
@@ -124,7 +123,7 @@ def run_case(case: Case, maybe_bools: bool, settings: Settings) -> Solved:
     if case.prepared is not None:
         result, warnings = run_prepared(case.prepared)
         return Solved(case.op, result.value, result.grads, warnings)
-    answer = eval_routes.run_body(case.expression, case.messages)
-    return Solved(None, coerce("tensor", "value", answer["value"]),
-                  {k: coerce("tensor", k, v) for k, v in answer["grads"].items()},
-                  answer["warnings"])
+    # the arrays themselves, not their wire JSON: a NaN's sign and payload survive to a
+    # base64 answer (H3), and no array is written as JSON only to be read back
+    answer = eval_routes.run_body(case.expression, case.messages, arrays=True)
+    return Solved(None, answer["value"], answer["grads"], answer["warnings"])

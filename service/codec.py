@@ -63,7 +63,9 @@ def encoding_of(body: Any, op: str | None = None) -> str:
 def encode_as(arr: Any, encoding: str) -> Any:
     """One answer array: `encode_value` for ``"json"``, ``{"dtype", "shape", "base64"}`` for
     ``"base64"``. `arr` is a NumPy result, or the wire JSON of an expression's answer
-    (`glassllm.expr.evaluate`), which ``"json"`` leaves as it is."""
+    (`glassllm.expr.evaluate`), which ``"json"`` leaves as it is. Give ``"base64"`` the
+    array itself (``expr.run(..., arrays=True)``): wire JSON has lost a NaN's sign and
+    payload to the token "NaN", which reads back as the one default NaN."""
     if encoding == "base64":
         if not isinstance(arr, np.ndarray):
             arr = coerce("tensor", "value", arr)             # exact: the wire round-trips

@@ -124,6 +124,11 @@ def _nonfinite(a: Any) -> int:
     return int(a.size - np.count_nonzero(np.isfinite(a))) if a.dtype.kind == "f" else 0
 
 
+def _as_float64(a: Any) -> np.ndarray:
+    """An answer array as float64 NumPy, every bit kept (no copy when it is one already)."""
+    return np.asarray(a, dtype=np.float64)
+
+
 def _encode_float(x: float) -> Any:
     return encode_array(np.float64(x))
 
@@ -242,11 +247,16 @@ def prepare(expression: str, variables: Any = None, grad_output: Any = None,
                               check_elements, expand, limits)
 
 
-def run(prepared: PreparedExpression) -> dict:
+def run(prepared: PreparedExpression, *, arrays: bool = False) -> dict:
     """Forward keeping every adjoint, one backward, the check if asked: `evaluate`'s result.
 
     Trusts `prepared` (`prepare` made it); only NumPy's own refusals of the compute can
     still raise (`ExprComputeError`).
+
+    With ``arrays=True`` the result's ``value`` and ``grads`` are the float64 NumPy arrays
+    themselves, not their wire JSON: a caller that writes them in another form (the
+    service's ``"encoding": "base64"``, a batch) keeps every bit pattern, where the JSON
+    token ``"NaN"`` would drop a NaN's sign and payload (H3). The nodes stay wire JSON.
     """
     nodes, out_id, checked = prepared.nodes, prepared.out_id, prepared.checked
     check, seed = prepared.check, prepared.seed
@@ -295,10 +305,11 @@ def run(prepared: PreparedExpression) -> dict:
                                 bool(out.requires_grad))
             if opened is not None:
                 d["expansion"] = opened
+    encode = _as_float64 if arrays else encode_array
     return {
-        "value": encode_array(value),
+        "value": encode(value),
         "shape": list(value.shape),
-        "grads": {n.name: encode_array(grads_of[n.id]) for n in checked
+        "grads": {n.name: encode(grads_of[n.id]) for n in checked
                   if grads_of[n.id] is not None},
         "warnings": fw.messages,
         "output": out_id,

@@ -25,7 +25,7 @@ from glassllm.expr.errors import (
 from glassllm.expr.parse import BINOPS, CONSTANT_NAMES, METHODS, Parsed, not_an_op
 from glassllm.limits import Limits
 from glassllm.registry import NO_GRADIENT_RULE, NUMPY_ERRORS, Op
-from glassllm.wire import coerce
+from glassllm.wire import coerce, is_base64
 
 # What one node's Python call costs, in elements of NumPy work: ~2 µs per node against
 # ~4 ns per element built (measured on a 2000-element check). Counted by `check`'s bound.
@@ -270,7 +270,7 @@ class Builder:
                 out.append(Ellipsis)
             elif isinstance(item, ast.Name) and item.id in self.variables:
                 raw = self.variables[item.id][0]
-                kind = "bool_mask" if isinstance(_first_leaf(raw), bool) else "int_array"
+                kind = "bool_mask" if _is_mask(raw) else "int_array"
                 ref = self.variable(item.id, kind, item, "an index")
                 refs.append(ref)
                 out.append(self.nodes[ref].value)
@@ -423,12 +423,16 @@ def compute_refusal(op: Op, text: str, span: tuple[int, int], exc: BaseException
                             code="invalid_value", span=where, position=where[0], op=op.name)
 
 
-def _first_leaf(raw: Any) -> Any:
-    """The first element of a nested list (or `raw` itself): its type tells a boolean mask
-    index from an integer one in O(depth), without walking the array."""
+def _is_mask(raw: Any) -> bool:
+    """Whether an index variable is a boolean mask (else an integer index array), in O(depth)
+    without walking or decoding the array: a binary array (``{"dtype", "shape", "base64"}``,
+    H3) by its ``dtype``, a JSON value by the type of its first leaf. Both forms of the same
+    array are read alike (a base64 ``bool`` mask is a mask, as ``[true, false]`` is)."""
+    if is_base64(raw):
+        return raw.get("dtype") == "bool"
     while isinstance(raw, list) and raw:
         raw = raw[0]
-    return raw
+    return isinstance(raw, bool)
 
 
 def _pos_of(nodes: list[ast.AST]) -> dict:

@@ -80,9 +80,11 @@ def prepare_body(body: Any, maybe_bools: bool, settings: Settings,
     return float_warnings.run_recording(lambda: expr.prepare(**kwargs), messages)
 
 
-def run_body(prepared: expr.PreparedExpression, messages: list[str]) -> dict:
-    """`glassllm.expr.run` (compute only): its dict (wire JSON), every float warning in it."""
-    result = float_warnings.run_recording(lambda: expr.run(prepared), messages)
+def run_body(prepared: expr.PreparedExpression, messages: list[str],
+             arrays: bool = False) -> dict:
+    """`glassllm.expr.run` (compute only): its dict (wire JSON; with `arrays`, value and
+    grads as float64 NumPy arrays, bit-exact), every float warning in it."""
+    result = float_warnings.run_recording(lambda: expr.run(prepared, arrays=arrays), messages)
     result["warnings"] += [m for m in messages if m not in result["warnings"]]
     return result
 
@@ -90,9 +92,12 @@ def run_body(prepared: expr.PreparedExpression, messages: list[str]) -> dict:
 def run_prepared(prepared: expr.PreparedExpression, messages: list[str],
                  encoding: str = "json") -> bytes:
     """Run in a worker thread, inside a compute slot: the response bytes, value and grads in
-    the asked ``encoding`` (the nodes stay JSON)."""
-    result = run_body(prepared, messages)
-    if encoding != "json":
+    the asked ``encoding`` (the nodes stay JSON). A binary answer is written straight from
+    the float64 arrays, so a NaN keeps its sign and payload (H3); it never goes through the
+    JSON token "NaN"."""
+    binary = encoding != "json"
+    result = run_body(prepared, messages, arrays=binary)
+    if binary:
         result["value"] = encode_as(result["value"], encoding)
         result["grads"] = {k: encode_as(g, encoding) for k, g in result["grads"].items()}
     return dumps(result)
