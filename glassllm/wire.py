@@ -328,6 +328,13 @@ def encode_base64(arr: Any) -> dict:
     if arr.dtype.kind == "b":
         dtype = "bool"
     elif arr.dtype.kind in "iu":
+        # every integer on the wire is an int64 (H3): a uint64 above 2**63 - 1 would wrap to a
+        # negative number (2**64 - 1 → -1, a valid id from the end), so it is refused here, as
+        # the sandbox refuses the same value sent as a JSON number
+        if arr.dtype.kind == "u" and arr.dtype.itemsize >= 8 and arr.size and arr.max() > INT64_MAX:
+            raise ValueError(f"cannot encode {arr.dtype.name} value {int(arr.max())} as int64:"
+                             " unsigned values above 2**63-1 do not fit int64, the wire's"
+                             " integer type (H3)")
         dtype = "int64"
     else:
         dtype = "float64"
