@@ -53,7 +53,7 @@ from typing import Any
 
 import numpy as np
 
-from glassllm.errors import LimitError, WireError
+from glassllm.errors import LimitError, WireError, echo_name
 
 try:    # SIMD base64, ~100x the standard library's speed; the service extra installs it
     from pybase64 import b64decode
@@ -283,7 +283,7 @@ def _from_base64(name: str, value: dict, family: str, limit: int | None = None) 
     keys = set(value)
     if keys != {"dtype", "shape", "base64"}:
         extra = sorted(keys - {"dtype", "shape", "base64"})
-        what = f"has the unknown key {extra[0][:20]!r}" if extra else "lacks " + ", ".join(
+        what = f"has the unknown key {echo_name(extra[0], 20)!r}" if extra else "lacks " + ", ".join(
             sorted({"dtype", "shape", "base64"} - keys))
         raise WireError(name, f"a binary array is {{\"dtype\", \"shape\", \"base64\"}}; this one"
                               f" {what}")
