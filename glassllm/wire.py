@@ -283,8 +283,8 @@ def _from_base64(name: str, value: dict, family: str, limit: int | None = None) 
     keys = set(value)
     if keys != {"dtype", "shape", "base64"}:
         extra = sorted(keys - {"dtype", "shape", "base64"})
-        what = f"has the unknown key {echo_name(extra[0], 20)!r}" if extra else "lacks " + ", ".join(
-            sorted({"dtype", "shape", "base64"} - keys))
+        what = (f"has the unknown key {echo_name(extra[0], 20)!r}" if extra
+                else "lacks " + ", ".join(sorted({"dtype", "shape", "base64"} - keys)))
         raise WireError(name, f"a binary array is {{\"dtype\", \"shape\", \"base64\"}}; this one"
                               f" {what}")
     dtype, shape, text = value["dtype"], value["shape"], value["base64"]

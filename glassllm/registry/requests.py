@@ -117,8 +117,8 @@ def _wanted(op: Op, requires_grad: Sequence[str] | None) -> tuple[str, ...]:
             raise WireError("requires_grad", f"names '{echo_name(name)}', which is not an input of"
                                              f" {op.name}")
         if name not in op.differentiable:
-            raise WireError("requires_grad", f"names '{echo_name(name)}', which is not differentiable:"
-                                             f" {NO_GRADIENT_RULE}")
+            raise WireError("requires_grad", f"names '{echo_name(name)}', which is not"
+                                             f" differentiable: {NO_GRADIENT_RULE}")
     return tuple(dict.fromkeys(requires_grad))
 
 

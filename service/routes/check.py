@@ -86,8 +86,8 @@ def answer_check(case: Case, claim: dict, maybe_bools: bool, settings: Settings)
     rtol, atol, reveal = claim["rtol"], claim["atol"], claim["reveal"]
     for name in grads:
         if name not in solved.grads:
-            raise ApiError(422, "invalid_input", f"claimed.grads names '{echo_name(name)}', which has"
-                           " no gradient here; gradients computed: "
+            raise ApiError(422, "invalid_input", f"claimed.grads names '{echo_name(name)}', which"
+                           " has no gradient here; gradients computed: "
                            + (", ".join(solved.grads) or "none"),
                            op=solved.op, input=f"claimed.grads.{echo_name(name)}")
     kw = {"rtol": rtol, "atol": atol, "reveal": reveal}
