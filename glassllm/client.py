@@ -42,6 +42,7 @@ import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
+from urllib.parse import quote
 
 import numpy as np
 
@@ -294,6 +295,17 @@ def _case(case: Mapping[str, Any], base64_min: int) -> dict:
     return to_wire(dict(case), base64_min)
 
 
+def _op_path(name: str) -> str:
+    """``/api/v1/ops/{name}`` with the name as one quoted path segment: ``"../eval"`` or
+    ``"softmax?x=1"`` must reach the sandbox as an op name (its 404 unknown_op), never as
+    another route or a query. ``"."`` and ``".."`` are dot segments a URL resolver removes,
+    so their dots are percent-encoded too."""
+    segment = quote(name, safe="")
+    if segment in (".", ".."):
+        segment = segment.replace(".", "%2E")
+    return f"/api/v1/ops/{segment}"
+
+
 def retry_delay(response: httpx.Response, attempt: int) -> float:
     """Seconds to wait before retrying a 503: its ``Retry-After`` (delta-seconds or an HTTP
     date, RFC 9110 §10.2.3), else 0.5 · 2**attempt, plus up to 10 % random jitter so many
@@ -420,7 +432,7 @@ class Sandbox(_Base):
         the request sent a binary array. Either way the result is exact.
         """
         body = _encoding(op_body(inputs, requires_grad, grad_output, self.base64_min), encoding)
-        return Result.from_answer(self._send("POST", f"/api/v1/ops/{name}", body))
+        return Result.from_answer(self._send("POST", _op_path(name), body))
 
     def eval(self, expression: str, variables: Mapping[str, Any] | None = None,
              grad_output: Any = None, check: bool = False, *,
@@ -507,7 +519,7 @@ class AsyncSandbox(_Base):
                  encoding: str | None = None) -> Result:
         """See `Sandbox.op`."""
         body = _encoding(op_body(inputs, requires_grad, grad_output, self.base64_min), encoding)
-        return Result.from_answer(await self._send("POST", f"/api/v1/ops/{name}", body))
+        return Result.from_answer(await self._send("POST", _op_path(name), body))
 
     async def eval(self, expression: str, variables: Mapping[str, Any] | None = None,
                    grad_output: Any = None, check: bool = False, *,

@@ -17,7 +17,21 @@ The library knows no HTTP: the service maps each kind to one status, once
 from __future__ import annotations
 
 __all__ = ["ComputeError", "InputError", "LimitError", "ShapeError", "WireError",
-           "op_message"]
+           "echo_name", "op_message"]
+
+NAME_ECHO = 40          # characters of a user-supplied name an error repeats
+
+
+def echo_name(name: object, limit: int = NAME_ECHO) -> str:
+    """A user-supplied name (an unknown input, field or op, a requires_grad entry) as an error
+    may repeat it, in its message and its ``input``: at most `limit` characters, then "…".
+
+    A request may carry a name of any length (200 000 characters fit in the body limit);
+    repeating it whole would make the error as large as the request (H4: the error names
+    the input — its first characters are enough to find it).
+    """
+    text = str(name)
+    return text if len(text) <= limit else text[:limit] + "…"
 
 
 class InputError(ValueError):

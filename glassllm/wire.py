@@ -53,7 +53,7 @@ from typing import Any
 
 import numpy as np
 
-from glassllm.errors import LimitError, WireError
+from glassllm.errors import LimitError, WireError, echo_name
 
 try:    # SIMD base64, ~100x the standard library's speed; the service extra installs it
     from pybase64 import b64decode
@@ -200,12 +200,20 @@ def _float_array(name: str, value: Any, maybe_bools: bool) -> np.ndarray:
     return out
 
 
-def _int_array(name: str, value: Any, maybe_bools: bool) -> np.ndarray:
+def _held_to(name: str, arr: np.ndarray, limit: int | None) -> np.ndarray:
+    """`LimitError` (413) when a JSON array built by `_nested` has more than `limit` elements:
+    checked before the exact, element-by-element path would walk it."""
+    if limit is not None and arr.size > limit:
+        raise LimitError(name, f"has {arr.size} elements; the limit is {limit}")
+    return arr
+
+
+def _int_array(name: str, value: Any, maybe_bools: bool, limit: int | None = None) -> np.ndarray:
     if isinstance(value, dict):
-        return _from_base64(name, value, "int").astype(np.int64, copy=False)
+        return _from_base64(name, value, "int", limit).astype(np.int64, copy=False)
     if not isinstance(value, list):
         return np.array(_int(name, value), dtype=np.int64)
-    arr = _nested(name, value)
+    arr = _held_to(name, _nested(name, value), limit)
     # The fast path takes int64 only: NumPy infers uint64 (or float64, or object) as soon as
     # one integer is >= 2**63, and casting that to int64 would wrap it silently (2**64 - 1
     # would become -1, a valid id). Those go through the exact path, which names it.
@@ -219,17 +227,17 @@ def _int_array(name: str, value: Any, maybe_bools: bool) -> np.ndarray:
     return leaves.astype(np.int64)
 
 
-def _bool_mask(name: str, value: Any, maybe_bools: bool) -> np.ndarray:
+def _bool_mask(name: str, value: Any, maybe_bools: bool, limit: int | None = None) -> np.ndarray:
     del maybe_bools
     if isinstance(value, dict):
-        return _from_base64(name, value, "bool")
+        return _from_base64(name, value, "bool", limit)
     if isinstance(value, bool):
         return np.array(value)
     if _is_int(value) and value in (0, 1):
         return np.array(bool(value))
     if not isinstance(value, list):
         raise WireError(name, f"must be booleans (true = masked); got {_describe(value)}")
-    arr = _nested(name, value)
+    arr = _held_to(name, _nested(name, value), limit)
     if arr.dtype.kind == "b":
         return arr
     if arr.size == 0 and arr.dtype.kind == "f":
@@ -275,8 +283,8 @@ def _from_base64(name: str, value: dict, family: str, limit: int | None = None) 
     keys = set(value)
     if keys != {"dtype", "shape", "base64"}:
         extra = sorted(keys - {"dtype", "shape", "base64"})
-        what = f"has the unknown key {extra[0][:20]!r}" if extra else "lacks " + ", ".join(
-            sorted({"dtype", "shape", "base64"} - keys))
+        what = (f"has the unknown key {echo_name(extra[0], 20)!r}" if extra
+                else "lacks " + ", ".join(sorted({"dtype", "shape", "base64"} - keys)))
         raise WireError(name, f"a binary array is {{\"dtype\", \"shape\", \"base64\"}}; this one"
                               f" {what}")
     dtype, shape, text = value["dtype"], value["shape"], value["base64"]
@@ -328,6 +336,13 @@ def encode_base64(arr: Any) -> dict:
     if arr.dtype.kind == "b":
         dtype = "bool"
     elif arr.dtype.kind in "iu":
+        # every integer on the wire is an int64 (H3): a uint64 above 2**63 - 1 would wrap to a
+        # negative number (2**64 - 1 → -1, a valid id from the end), so it is refused here, as
+        # the sandbox refuses the same value sent as a JSON number
+        if arr.dtype.kind == "u" and arr.dtype.itemsize >= 8 and arr.size and arr.max() > INT64_MAX:
+            raise ValueError(f"cannot encode {arr.dtype.name} value {int(arr.max())} as int64:"
+                             " unsigned values above 2**63-1 do not fit int64, the wire's"
+                             " integer type (H3)")
         dtype = "int64"
     else:
         dtype = "float64"
@@ -360,7 +375,8 @@ def encode_array(arr: Any) -> Any:
 # indices (getitem)
 # --------------------------------------------------------------------------------------
 
-def decode_index(name: str, value: Any) -> Any:
+def decode_index(name: str, value: Any, *, maybe_bools: bool = True,
+                 max_elements: int | None = None) -> Any:
     """A NumPy index from JSON. One item, or a list of items meaning a tuple:
 
     ``3`` → ``3``; ``null`` → ``np.newaxis``; ``"..."`` → ``Ellipsis``;
@@ -369,13 +385,18 @@ def decode_index(name: str, value: Any) -> Any:
     ``{"mask": [true, false]}`` → a boolean index array.
     Example: ``x[:, 1:, None, [0, 2]]`` is ``[{}, {"start": 1}, null, {"array": [0, 2]}]``.
     A bare list is always a tuple of items, never an index array (NumPy's old ambiguity).
+
+    `max_elements` holds every index array (``array`` or ``mask``) to the element limit of
+    array inputs (H5): a binary one by its declared shape before its bytes are decoded, a
+    JSON one before it is checked element by element (`LimitError`, 413, naming `name`).
     """
     if isinstance(value, list):
-        return tuple(_index_item(name, item) for item in value)
-    return _index_item(name, value)
+        return tuple(_index_item(name, item, maybe_bools, max_elements) for item in value)
+    return _index_item(name, value, maybe_bools, max_elements)
 
 
-def _index_item(name: str, item: Any) -> Any:
+def _index_item(name: str, item: Any, maybe_bools: bool = True,
+                max_elements: int | None = None) -> Any:
     if item is None:
         return None
     if item == "...":
@@ -393,9 +414,9 @@ def _index_item(name: str, item: Any) -> Any:
                 raise WireError(name, "slice step cannot be zero")
             return slice(*parts)
         if keys == {"array"}:
-            return _int_array(name, item["array"], maybe_bools=True)
+            return _int_array(name, item["array"], maybe_bools, max_elements)
         if keys == {"mask"}:
-            return _bool_mask(name, item["mask"], maybe_bools=True)
+            return _bool_mask(name, item["mask"], maybe_bools, max_elements)
     raise WireError(name, 'index items are integers, null (new axis), "...", '
                           '{"start","stop","step"} slices, {"array": ints} or {"mask": bools};'
                           f" got {_describe(item)}")
@@ -424,7 +445,8 @@ def coerce(kind: str, name: str, value: Any, *, maybe_bools: bool = True,
     """One JSON value as the Python / NumPy value an op of `glassllm.autograd` takes.
 
     `max_elements` bounds a binary array (``{"dtype", "shape", "base64"}``) by its declared
-    shape, before its bytes are decoded (`LimitError`, 413).
+    shape, before its bytes are decoded (`LimitError`, 413); an index's arrays, binary or
+    JSON, too (`decode_index`).
 
     Raises `WireError` (named input, rule broken) when the value does not fit the kind.
     """
@@ -460,5 +482,5 @@ def coerce(kind: str, name: str, value: Any, *, maybe_bools: bool = True,
     if kind == "shape":
         return (_int(name, value),) if not isinstance(value, list) else _int_list(name, value)
     if kind == "index":
-        return decode_index(name, value)
+        return decode_index(name, value, maybe_bools=maybe_bools, max_elements=max_elements)
     raise ValueError(f"unknown input kind {kind!r}")   # a registry bug, not user input

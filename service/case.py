@@ -23,7 +23,7 @@ from typing import Any
 import numpy as np
 
 from glassllm import expr, registry
-from glassllm.errors import InputError
+from glassllm.errors import InputError, echo_name
 from service.dispatch import prepare_body, run_prepared
 from service.errors import ApiError, from_input_error
 from service.routes import eval as eval_routes
@@ -74,9 +74,9 @@ def split(case: Any, where: str) -> tuple[str, dict]:
     kind, fields = ("op", OP_FIELDS) if "op" in case else ("expression", EXPRESSION_FIELDS)
     unknown = sorted(set(case) - set(fields))
     if unknown:
-        raise ApiError(422, "invalid_request", f"{where}: unknown field '{unknown[0][:40]}';"
+        raise ApiError(422, "invalid_request", f"{where}: unknown field '{echo_name(unknown[0])}';"
                        f" the fields of an {kind} case are {', '.join(fields)}",
-                       input=f"{where}.{unknown[0][:40]}")
+                       input=f"{where}.{echo_name(unknown[0])}")
     if kind == "op" and not isinstance(case["op"], str):
         raise ApiError(422, "invalid_request", f"{where}: 'op' must be an op name",
                        input=f"{where}.op")

@@ -16,7 +16,7 @@ from __future__ import annotations
 from typing import Any
 
 from glassllm import float_warnings, registry
-from glassllm.errors import InputError
+from glassllm.errors import InputError, echo_name
 from glassllm.float_warnings import FloatWarnings
 from glassllm.registry import Op, Prepared
 from service.codec import computed, dumps
@@ -35,8 +35,8 @@ def parse_envelope(op: Op, body: Any) -> tuple[dict, list[str] | None, Any]:
                        op=op.name, input="request body")
     extra = sorted(set(body) - set(FIELDS))
     if extra:
-        raise ApiError(422, "invalid_request", f"unknown field '{extra[0]}'; the fields are"
-                       f" {', '.join(FIELDS)}", op=op.name, input=extra[0])
+        raise ApiError(422, "invalid_request", f"unknown field '{echo_name(extra[0])}'; the"
+                       f" fields are {', '.join(FIELDS)}", op=op.name, input=echo_name(extra[0]))
     inputs = body.get("inputs")
     if not isinstance(inputs, dict):
         raise ApiError(422, "invalid_request", "'inputs' must be an object of input name →"

@@ -256,3 +256,68 @@ def test_without_httpx_the_import_says_what_to_install():
             "try:\n    import glassllm.client\nexcept ImportError as e:\n    print(e)")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert "pip install 'glassllm[client]'" in out.stdout
+
+
+def test_uint64_ids_past_int64_are_refused_before_sending_at_any_size():
+    """H3: the 64-element uint64 ids travel as base64, the 2-element ones as JSON; neither may
+    become id -1 (the last row). The binary form raises before any request, naming the rule."""
+    transport, calls = _stub(httpx.Response(200, json={}))
+    w = np.arange(15.0).reshape(5, 3)
+    ids = np.r_[np.zeros(63, np.uint64), np.uint64(2**64 - 1)]
+    with Sandbox("http://sandbox", transport=transport) as sb, \
+            pytest.raises(ValueError, match=r"unsigned values above 2\*\*63-1 do not fit int64"):
+        sb.op("embedding", {"weight": w, "ids": ids})
+    assert calls == []
+
+
+def test_uint64_ids_past_int64_are_refused_by_the_live_sandbox_as_json(sb):
+    """H3, H4: the small array goes as JSON numbers and the sandbox refuses it (422, ids)."""
+    with pytest.raises(InvalidInputError) as e:
+        sb.op("embedding", {"weight": np.ones((5, 3)),
+                            "ids": np.array([0, 2**64 - 1], dtype=np.uint64)})
+    assert e.value.input == "ids" and "outside int64" in e.value.message
+
+
+def _ok(request: httpx.Request) -> httpx.Response:
+    return httpx.Response(200, json={"op": "x", "value": 1.0, "shape": [], "grads": {},
+                                     "warnings": []})
+
+
+@pytest.mark.parametrize("name, path", [
+    ("neg", "/api/v1/ops/neg"),
+    ("../eval", "/api/v1/ops/..%2Feval"),
+    ("softmax?x=1", "/api/v1/ops/softmax%3Fx%3D1"),
+    ("neg#frag", "/api/v1/ops/neg%23frag"),
+    ("a/b", "/api/v1/ops/a%2Fb"),
+    ("..", "/api/v1/ops/%2E%2E"),
+    (".", "/api/v1/ops/%2E"),
+    ("a b", "/api/v1/ops/a%20b"),
+])
+def test_op_names_are_one_quoted_path_segment(name, path):
+    """H2: `POST /api/v1/ops/{name}` — the name is one path segment, never a way to another
+    route (``../eval``), a query (``?x=1``) or a fragment; sync and async alike."""
+    calls: list[httpx.Request] = []
+    transport = httpx.MockTransport(lambda r: calls.append(r) or _ok(r))
+    with Sandbox("http://sandbox", transport=transport) as sb:
+        sb.op(name, {"a": 1.0})
+
+    async def go():
+        async with AsyncSandbox("http://sandbox", transport=transport) as asb:
+            await asb.op(name, {"a": 1.0})
+    asyncio.run(go())
+    assert len(calls) == 2
+    for request in calls:
+        assert request.url.raw_path == path.encode() and request.url.query == b""
+        assert request.method == "POST"
+
+
+def test_a_traversing_op_name_gets_the_live_sandboxs_404(sb):
+    """H2, H4: "softmax?x=1" is an unknown op (its 404 suggests softmax), not softmax; "../eval"
+    is a 404 too, never the eval route; ".." never reaches /api/v1."""
+    with pytest.raises(NotFoundError) as e:
+        sb.op("softmax?x=1", {"x": [1.0, 2.0]})
+    assert e.value.code == "unknown_op" and "softmax?x=1" in e.value.message
+    for name in ("../eval", "..", "."):
+        with pytest.raises(NotFoundError) as e:
+            sb.op(name, {"a": [1.0]})
+        assert e.value.status == 404 and "/api/v1/eval" not in e.value.message

@@ -9,6 +9,9 @@ the public `glassllm.expr.evaluate`, so refactors of the internals keep them val
 
 from __future__ import annotations
 
+import base64
+
+import numpy as np
 import orjson
 import pytest
 from fastapi.testclient import TestClient
@@ -173,6 +176,65 @@ def test_the_eval_route_holds_variables_to_the_array_limit():
     assert at.status_code == 200, at.text[:300]
     err = refused(over, 413, "too_large", "variables.x", "the limit is 4")
     assert "5" in err["message"]
+
+
+def _b64(dtype: str, shape: list[int], fill: int = 0) -> dict:
+    """A binary array of `shape` whose every byte is `fill` (int64 zeros, or bool masks)."""
+    itemsize = {"int64": 8, "int32": 4, "bool": 1}[dtype]
+    raw = bytes([fill]) * (itemsize * int(np.prod(shape)))
+    return {"dtype": dtype, "shape": shape, "base64": base64.b64encode(raw).decode()}
+
+
+A6 = [0.0, 1.0, 2.0, 3.0, 4.0, 5.0]
+
+
+@pytest.mark.parametrize("encode", ["json", "base64"])
+def test_getitem_index_arrays_are_held_to_max_array_elements(encode):
+    """H5: an index array of getitem (``{"array": ...}`` or ``{"mask": ...}``) is an array
+    input like any other: exactly the limit is answered, one more is 413 naming `index`."""
+    limit = 6
+
+    def ids(n):
+        return [0] * n if encode == "json" else _b64("int64", [n])
+
+    def mask(n):
+        return [True] * n if encode == "json" else _b64("bool", [n], 1)
+
+    with client_with(max_array_elements=limit) as c:
+        at = post(c, "/api/v1/ops/getitem", {"inputs": {"a": A6, "index": {"array": ids(6)}}})
+        over = post(c, "/api/v1/ops/getitem", {"inputs": {"a": A6, "index": {"array": ids(7)}}})
+        in_tuple = post(c, "/api/v1/ops/getitem",
+                        {"inputs": {"a": A6, "index": [{"start": 0}, {"array": ids(7)}]}})
+        mask_at = post(c, "/api/v1/ops/getitem", {"inputs": {"a": A6, "index": {"mask": mask(6)}}})
+        mask_over = post(c, "/api/v1/ops/getitem",
+                         {"inputs": {"a": A6, "index": {"mask": mask(7)}}})
+    assert at.status_code == 200, at.text[:300]
+    assert at.json()["value"] == [0.0] * 6 and at.json()["grads"]["a"] == [6.0] + [0.0] * 5
+    assert mask_at.status_code == 200 and mask_at.json()["value"] == A6
+    refused(over, 413, "too_large", "index", "has 7 elements", "the limit is 6")
+    refused(mask_over, 413, "too_large", "index", "has 7 elements", "the limit is 6")
+    refused(in_tuple, 413, "too_large", "index", "the limit is 6")
+
+
+def test_a_binary_index_array_is_refused_from_its_declared_shape_before_decoding():
+    """H5: the 413 comes from ``shape`` alone — the text is neither decoded nor even checked
+    (a bogus 4-character text for 6 000 000 elements is still the 413, not a 422)."""
+    with client_with(max_array_elements=1000) as c:
+        for key, dtype in (("mask", "bool"), ("array", "int64")):
+            body = {"inputs": {"a": A6, "index": {key: {"dtype": dtype, "shape": [6_000_000],
+                                                         "base64": "AAAA"}}}}
+            r = post(c, "/api/v1/ops/getitem", body)
+            refused(r, 413, "too_large", "index", "has 6000000 elements (shape [6000000])",
+                    "the limit is 1000")
+
+
+def test_the_default_index_limit_refuses_two_million_zeros():
+    """H5 at the default GLASSLLM_MAX_ARRAY_ELEMENTS (1 000 000): the tester's 2M-element
+    JSON index array was answered with a 2M-element result; now it is a 413 naming index."""
+    with client_with() as c:
+        r = post(c, "/api/v1/ops/getitem",
+                 {"inputs": {"a": A6, "index": {"array": [0] * 2_000_000}}})
+    refused(r, 413, "too_large", "index", "has 2000000 elements", "the limit is 1000000")
 
 
 # --------------------------------------------------------------------------------------

@@ -8,6 +8,7 @@ import numpy as np
 import pytest
 from fastapi.testclient import TestClient
 
+from glassllm import wire
 from glassllm.expr import ExprError, evaluate
 from glassllm.wire import WireError, coerce, decode_index
 from service.app import create_app
@@ -190,3 +191,28 @@ def test_eval_python_variables_beyond_float64_are_422():
     with pytest.raises(ExprError) as err:
         evaluate("x + 1", {"x": [10**400]})
     assert status_of(err.value) == 422 and err.value.input == "variables.x"
+
+
+# --------------------------------------------------------------------------------------
+# encode_base64 (the client's binary arrays): uint64 past int64 is refused, never wrapped
+# --------------------------------------------------------------------------------------
+
+def test_encode_base64_refuses_uint64_above_int64_max_instead_of_wrapping():
+    """H3: every integer on the wire is an int64. A uint64 of 2**64 - 1 cast unchecked becomes
+    -1 (the last row of an embedding); encode_base64 says the rule instead, at any size."""
+    ids = np.r_[np.zeros(63, np.uint64), np.uint64(2**64 - 1)]
+    with pytest.raises(ValueError, match=r"above 2\*\*63-1 do not fit int64") as e:
+        wire.encode_base64(ids)
+    assert "18446744073709551615" in str(e.value)
+    with pytest.raises(ValueError, match="do not fit int64"):
+        wire.encode_base64(np.array([2**63], dtype=np.uint64))
+
+
+def test_encode_base64_keeps_unsigned_values_that_fit_int64():
+    """H3: the largest uint64 that fits (2**63 - 1) and every uint32 travel as exact int64."""
+    for arr in (np.array([0, 2**63 - 1], dtype=np.uint64),
+                np.array([0, 2**32 - 1], dtype=np.uint32), np.zeros((0, 3), np.uint64)):
+        enc = wire.encode_base64(arr)
+        assert enc["dtype"] == "int64" and enc["shape"] == list(arr.shape)
+        back = coerce("int_array", "ids", enc)
+        assert back.dtype == np.int64 and back.tolist() == arr.astype(object).tolist()

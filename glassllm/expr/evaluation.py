@@ -10,7 +10,7 @@ from typing import Any
 import numpy as np
 
 from glassllm import autograd, registry
-from glassllm.errors import LimitError, WireError
+from glassllm.errors import LimitError, WireError, echo_name
 from glassllm.expr.errors import ExprComputeError, ExprError, ExprLimitError
 from glassllm.expr.expand import COMPOSITIONS, composition
 from glassllm.expr.graph import (
@@ -83,7 +83,7 @@ def _variables(variables: Any) -> dict[str, tuple[Any, bool | None]]:
         if not (isinstance(name, str) and name.isascii() and name.isidentifier()
                 and not keyword.iskeyword(name) and not name.startswith("__")
                 and name not in CONSTANT_NAMES and len(name) <= 64):
-            raise ExprError(f"variable name {str(name)[:40]!r} must be a Python identifier of"
+            raise ExprError(f"variable name {echo_name(name)!r} must be a Python identifier of"
                             " at most 64 characters, not a keyword, inf, nan or a __dunder__",
                             input="variables")
         rg = None

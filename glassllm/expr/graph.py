@@ -13,7 +13,7 @@ from typing import Any
 import numpy as np
 
 from glassllm import registry
-from glassllm.errors import InputError, LimitError, ShapeError, WireError
+from glassllm.errors import InputError, LimitError, ShapeError, WireError, echo_name
 from glassllm.expr.errors import (
     ExprComputeError,
     ExprError,
@@ -114,7 +114,7 @@ class Builder:
             return self.error(f"'{node.id}' is an op; call it: {node.id}(...)", node)
         close = difflib.get_close_matches(node.id, list(self.variables), n=3, cutoff=0.6)
         hint = f"; did you mean {' or '.join(repr(c) for c in close)}?" if close else ""
-        return self.error(f"undefined name '{node.id[:40]}'; the variables are: "
+        return self.error(f"undefined name '{echo_name(node.id)}'; the variables are: "
                           + (", ".join(sorted(self.variables)) or "none") + hint, node)
 
     def add(self, node: Node) -> int:
@@ -444,6 +444,6 @@ def _what(node: ast.AST) -> str:
     if isinstance(node, ast.Constant):
         return f"the literal {node.value!r}"[:60]
     if isinstance(node, ast.Name):
-        return f"the variable '{node.id[:40]}'"
+        return f"the variable '{echo_name(node.id)}'"
     return {ast.Tuple: "a tuple", ast.List: "a list", ast.Slice: "a slice"}.get(
         type(node), type(node).__name__)

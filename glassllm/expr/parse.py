@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from glassllm import registry
+from glassllm.errors import echo_name
 from glassllm.expr.errors import ExprError
 from glassllm.limits import Limits
 
@@ -183,11 +184,11 @@ def _whitelist(p: Parsed, limits: Limits) -> None:
                 offences.append((where, "`.T` is a property, not a method; write x.T or"
                                         " x.transpose()"))
             elif not ok:
-                offences.append((where, f"attribute '.{node.attr[:40]}' is not allowed; only"
+                offences.append((where, f"attribute '.{echo_name(node.attr)}' is not allowed; only"
                                         " .T and the methods .sum() .mean() .max() .reshape()"
                                         " .transpose()"))
         elif isinstance(node, ast.Name) and node.id.startswith("__"):
-            offences.append((p.pos(node), f"the name '{node.id[:40]}' is not allowed"))
+            offences.append((p.pos(node), f"the name '{echo_name(node.id)}' is not allowed"))
         stack.extend((child, depth + 1) for child in ast.iter_child_nodes(node))
     if offences:
         pos, message = min(offences)
@@ -199,7 +200,7 @@ def not_an_op(name: str) -> str:
     ``GET /api/v1/ops/{name}``)."""
     close = difflib.get_close_matches(name, list(registry.OPS), n=5, cutoff=0.5)
     hint = f"; did you mean {', '.join(close)}?" if close else ""
-    return f"'{name[:40]}' is not an op of the registry (GET /api/v1/ops lists them){hint}"
+    return f"'{echo_name(name)}' is not an op of the registry (GET /api/v1/ops lists them){hint}"
 
 
 def _offence_pos(p: Parsed, node: ast.AST) -> int:

@@ -26,6 +26,7 @@ from glassllm.errors import (
     LimitError,
     ShapeError,
     WireError,
+    echo_name,
     op_message,
 )
 from glassllm.limits import Limits
@@ -69,7 +70,7 @@ def coerce_inputs(op: Op, inputs: Mapping[str, Any], *, maybe_bools: bool = True
     """
     unknown = sorted(set(inputs) - {i.name for i in op.inputs})
     if unknown:
-        raise WireError(unknown[0], f"is not an input of {op.name}; its inputs are "
+        raise WireError(echo_name(unknown[0]), f"is not an input of {op.name}; its inputs are "
                                     + ", ".join(i.name for i in op.inputs))
     args: dict[str, Any] = {}
     for spec in op.inputs:
@@ -113,10 +114,11 @@ def _wanted(op: Op, requires_grad: Sequence[str] | None) -> tuple[str, ...]:
     names = {i.name for i in op.inputs}
     for name in requires_grad:
         if name not in names:
-            raise WireError("requires_grad", f"names '{name}', which is not an input of {op.name}")
+            raise WireError("requires_grad", f"names '{echo_name(name)}', which is not an input of"
+                                             f" {op.name}")
         if name not in op.differentiable:
-            raise WireError("requires_grad", f"names '{name}', which is not differentiable:"
-                                             f" {NO_GRADIENT_RULE}")
+            raise WireError("requires_grad", f"names '{echo_name(name)}', which is not"
+                                             f" differentiable: {NO_GRADIENT_RULE}")
     return tuple(dict.fromkeys(requires_grad))
 
 

@@ -19,7 +19,7 @@ from typing import Any
 from fastapi import APIRouter, Request
 from starlette.responses import Response
 
-from glassllm.errors import InputError
+from glassllm.errors import InputError, echo_name
 from service import schemas
 from service.admission import run_admitted
 from service.case import Case, prepare_case, run_case
@@ -41,8 +41,8 @@ def prepare_batch(body: Any, maybe_bools: bool,
                        ' "json" | "base64"}', input="cases")
     extra = sorted(set(body) - {"cases", "encoding"})
     if extra:
-        raise ApiError(422, "invalid_request", f"unknown field '{extra[0][:40]}'; the fields"
-                       " are cases, encoding", input=extra[0][:40])
+        raise ApiError(422, "invalid_request", f"unknown field '{echo_name(extra[0])}'; the fields"
+                       " are cases, encoding", input=echo_name(extra[0]))
     encoding = encoding_of(body)
     cases = body["cases"]
     if len(cases) > settings.max_batch:

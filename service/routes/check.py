@@ -17,6 +17,7 @@ from typing import Any
 from fastapi import APIRouter, Request
 from starlette.responses import Response
 
+from glassllm.errors import echo_name
 from glassllm.grade import ATOL, RTOL, compare
 from glassllm.wire import coerce
 from service import schemas
@@ -85,10 +86,10 @@ def answer_check(case: Case, claim: dict, maybe_bools: bool, settings: Settings)
     rtol, atol, reveal = claim["rtol"], claim["atol"], claim["reveal"]
     for name in grads:
         if name not in solved.grads:
-            raise ApiError(422, "invalid_input", f"claimed.grads names '{name[:40]}', which has"
-                           " no gradient here; gradients computed: "
+            raise ApiError(422, "invalid_input", f"claimed.grads names '{echo_name(name)}', which"
+                           " has no gradient here; gradients computed: "
                            + (", ".join(solved.grads) or "none"),
-                           op=solved.op, input=f"claimed.grads.{name[:40]}")
+                           op=solved.op, input=f"claimed.grads.{echo_name(name)}")
     kw = {"rtol": rtol, "atol": atol, "reveal": reveal}
     out: dict[str, Any] = {
         "value": None if value is None else compare(solved.value, value, **kw),

@@ -19,6 +19,7 @@ from pydantic import BaseModel, Field
 from starlette.responses import Response
 
 from glassllm import expr, float_warnings
+from glassllm.errors import echo_name
 from glassllm.examples import EXAMPLES
 from glassllm.lessons import LESSONS
 from service import schemas
@@ -69,8 +70,8 @@ def prepare_body(body: Any, maybe_bools: bool, settings: Settings,
                        input="request body")
     extra = sorted(set(body) - set(FIELDS))
     if extra:
-        raise ApiError(422, "invalid_request", f"unknown field '{extra[0][:40]}'; the fields"
-                       f" are {', '.join(FIELDS)}", input=extra[0][:40])
+        raise ApiError(422, "invalid_request", f"unknown field '{echo_name(extra[0])}'; the fields"
+                       f" are {', '.join(FIELDS)}", input=echo_name(extra[0]))
     if "expression" not in body:
         raise ApiError(422, "invalid_request", "'expression' is required", input="expression")
     kwargs = {"expression": body["expression"], "variables": body.get("variables"),

@@ -11,6 +11,7 @@ from starlette.responses import Response
 from starlette.routing import Route
 
 from glassllm import registry
+from glassllm.errors import echo_name
 from glassllm.registry import Op, Prepared
 from service import schemas
 from service.admission import run_admitted
@@ -30,8 +31,8 @@ def find(name: str) -> Op:
     if op is None:
         close = difflib.get_close_matches(name, list(registry.OPS), n=5, cutoff=0.5)
         hint = f"; did you mean {', '.join(close)}?" if close else "."
-        raise ApiError(404, "unknown_op", f"there is no op named {name[:60]!r}{hint} Every op:"
-                       " GET /api/v1/ops", input="name", close=close)
+        raise ApiError(404, "unknown_op", f"there is no op named {echo_name(name, 60)!r}{hint}"
+                       " Every op: GET /api/v1/ops", input="name", close=close)
     return op
 
 
