@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import contextlib
+
+import anyio.to_thread
 from fastapi import FastAPI
 
 from glassllm import float_warnings
@@ -26,6 +29,21 @@ that form. Every op, its inputs and runnable examples: `GET /api/v1/ops`.
 """
 
 
+def worker_threads(settings: Settings) -> int:
+    """Threads of the shared pool (computations, sync routes, static files): the compute
+    slots already bound the computations, so a burst of page loads need not grow the pool
+    to anyio's 40 threads, whose stacks stay resident after it (issue 9: RSS)."""
+    return max(8, 4 * settings.compute_slots)
+
+
+def _lifespan(settings: Settings):
+    @contextlib.asynccontextmanager
+    async def lifespan(app: FastAPI):
+        anyio.to_thread.current_default_thread_limiter().total_tokens = worker_threads(settings)
+        yield
+    return lifespan
+
+
 def create_app(settings: Settings | None = None) -> FastAPI:
     settings = settings or Settings()
     # NumPy's warnings-module warnings become exceptions that the routes turn into the
@@ -37,7 +55,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     threadpool_limits(limits=settings.blas_threads)
     # operationId = the route function's name: the generated clients' method names (issue 16)
     app = FastAPI(title="glassllm gradient sandbox", version="0.1.0", description=DESCRIPTION,
-                  docs_url=None, redoc_url=None,
+                  docs_url=None, redoc_url=None, lifespan=_lifespan(settings),
                   generate_unique_id_function=lambda route: route.name)
     app.state.settings = settings
     if settings.metrics:

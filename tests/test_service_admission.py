@@ -403,3 +403,20 @@ def test_a_refused_large_body_also_schedules_the_memory_trim():
 
     assert refused_then_pending(6) is True        # ~72 KB body: parsed off the loop
     assert refused_then_pending(1) is False       # ~12 KB body: inline
+
+
+def test_the_shared_thread_pool_is_bounded_by_the_compute_slots():
+    """issue 9 (RSS after an overload): the app's lifespan caps anyio's shared pool at
+    max(8, 4 × slots) threads instead of 40; a 512-client overload had grown it to 51."""
+    import anyio.to_thread
+    from fastapi.testclient import TestClient
+
+    from service.app import create_app, worker_threads
+    from service.settings import Settings
+
+    for slots, threads in ((1, 8), (2, 8), (4, 16)):
+        settings = Settings(max_concurrency=slots)
+        assert worker_threads(settings) == threads
+        with TestClient(create_app(settings)) as c:
+            limiter = c.portal.call(anyio.to_thread.current_default_thread_limiter)
+            assert limiter.total_tokens == threads
