@@ -51,6 +51,23 @@ def allowed_methods(routes: list, path: str) -> list[str]:
     return sorted(methods)
 
 
+def template_of(routes: list, path: str) -> str | None:
+    """The path template of the first route whose template matches `path` (a mount: its
+    prefix), or None: a bounded label for a request the router did not name (a mount, a
+    route FastAPI adds itself, a 401 answered before routing)."""
+    for route, prefix in flat_routes(routes):
+        if isinstance(route, Mount):
+            if path.startswith(prefix + route.path + "/"):
+                return prefix + route.path
+            continue
+        regex = getattr(route, "path_regex", None)
+        if regex is None or not path.startswith(prefix):
+            continue
+        if regex.match(path[len(prefix):]):
+            return prefix + route.path
+    return None
+
+
 class AllowEveryMethod:
     def __init__(self, app: Any, routes: list) -> None:
         self.app, self.routes = app, routes

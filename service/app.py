@@ -82,7 +82,8 @@ def create_app(settings: Settings | None = None) -> FastAPI:
                                           "X-Client-ID"],
                            expose_headers=["Retry-After", "X-Request-ID"], max_age=600)
     app.add_middleware(Observability, access_log=settings.access_log,
-                       fmt=settings.log_format, record_metrics=settings.metrics)
+                       fmt=settings.log_format, record_metrics=settings.metrics,
+                       routes=app.router.routes)
 
     def openapi() -> dict:
         if app.openapi_schema is None:

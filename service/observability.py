@@ -25,17 +25,26 @@ import orjson
 
 from glassllm import registry
 from service import metrics
+from service.allow import template_of
 
 log = logging.getLogger("glassllm.access")
 _SAFE_ID = re.compile(rb"[A-Za-z0-9._:-]{1,128}")
 
 
-def route_labels(scope: dict) -> tuple[str, str]:
+def route_labels(scope: dict, routes: list | None = None) -> tuple[str, str]:
     """(route template, op) from bounded sets: the matched route's path template (a
-    mount's prefix; "unmatched" when nothing matched) and a registry op name, "eval" or ""."""
+    mount's prefix; "unmatched" when nothing matched) and a registry op name, "eval" or "".
+
+    Where the router named no route (FastAPI names only its own: a mount, /openapi.json,
+    a 401 answered before routing), the template is looked up in ``routes``."""
     route = scope.get("route")
-    template = getattr(route, "path", None) or "unmatched"
+    template = getattr(route, "path", None)
     name = scope.get("path_params", {}).get("name")
+    if template is None and routes is not None:
+        template = template_of(routes, scope.get("path", ""))
+        if template == "/api/v1/ops/{name}":
+            name = scope.get("path", "").removeprefix("/api/v1/ops/")
+    template = template or "unmatched"
     if template == "/api/v1/ops/{name}" and scope.get("method") == "POST" and name in registry.OPS:
         return f"/api/v1/ops/{name}", name  # the op's documented path (one route runs all)
     if template.startswith("/api/v1/ops/"):
@@ -74,8 +83,9 @@ class Observability:
     """The ASGI middleware; see the module docstring."""
 
     def __init__(self, app: Any, access_log: bool = True, fmt: str = "plain",
-                 record_metrics: bool = True) -> None:
+                 record_metrics: bool = True, routes: list | None = None) -> None:
         self.app, self.access_log, self.json = app, access_log, fmt == "json"
+        self.routes = routes
         self.record_metrics = record_metrics
         if access_log:
             configure_logging(fmt)
@@ -103,7 +113,7 @@ class Observability:
             self.done(scope, status, time.perf_counter() - t0, rid)
 
     def done(self, scope: dict, status: int, seconds: float, rid: str) -> None:
-        route, op = route_labels(scope)
+        route, op = route_labels(scope, self.routes)
         if self.record_metrics and route != "/metrics":
             metrics.record_request(route, op, status, seconds)
         if not self.access_log:

@@ -88,6 +88,30 @@ def test_metrics_parse_and_count_by_route_template_op_and_status():
     assert ops <= set(registry.OPS) | {"", "eval"}                 # bounded label values
 
 
+def test_routes_the_router_does_not_name_get_their_template_not_unmatched():
+    """issue 9 (QA: /openapi.json, the page's assets and 401s were all route="unmatched"):
+    a mount is labelled by its prefix, FastAPI's own routes by their path, a 401 answered
+    before routing by the route it was for; only a path no route matches is unmatched."""
+    with TestClient(create_app(Settings(api_token="t0ken"))) as c:
+        before = samples(c.get("/metrics").text)
+        assert c.get("/openapi.json").status_code == 200
+        assert c.get("/static/js/main.js").status_code == 200
+        assert c.post("/api/v1/ops/neg", json=NEG).status_code == 401
+        assert c.post("/api/v1/ops/" + "x" * 50, json=NEG).status_code == 401
+        assert c.get("/no/such/page").status_code == 404
+        after = samples(c.get("/metrics").text)
+
+    def delta(**labels):
+        key = ("glassllm_requests_total", tuple(sorted(labels.items())))
+        return after.get(key, 0) - before.get(key, 0)
+
+    assert delta(route="/openapi.json", op="", status="200") == 1
+    assert delta(route="/static", op="", status="200") == 1
+    assert delta(route="/api/v1/ops/neg", op="neg", status="401") == 1
+    assert delta(route="/api/v1/ops/{name}", op="", status="401") == 1   # never the raw name
+    assert delta(route="unmatched", op="", status="404") == 1
+
+
 def test_metrics_can_be_turned_off():
     with TestClient(create_app(Settings(metrics=False))) as c:
         assert c.get("/metrics").status_code == 404
