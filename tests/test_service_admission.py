@@ -399,7 +399,8 @@ def test_a_refused_large_body_also_schedules_the_memory_trim():
             r = c.post("/api/v1/ops/matmul", json={"inputs": {"a": [[1.0] * 3000] * rows,
                                                               "b": [[1.0] * 4] * 3}})
             assert r.status_code == 400 and r.json()["error"]["code"] == "numpy_error", r.text
-            return c.app.state.admission.idle_trim.pending
+            trim = c.app.state.admission.idle_trim
+            return trim.pending or trim.trims > 0    # scheduled, or already ran (slow CI)
 
     assert refused_then_pending(6) is True        # ~72 KB body: parsed off the loop
     assert refused_then_pending(1) is False       # ~12 KB body: inline
