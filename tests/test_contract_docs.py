@@ -64,6 +64,24 @@ def test_every_page_is_served_as_html(client):
     assert "swagger-ui" in client.get("/docs").text
 
 
+def test_every_link_between_served_pages_lands(client):
+    """H7 (QA: the index's "Generating a client" and http's links to performance,
+    service-settings and training were 404): every docs/*.md is served, and every relative
+    link of every served page answers 200."""
+    from service.routes.contract import docs_dir
+
+    stems = sorted(p.stem for p in docs_dir().glob("*.md"))
+    assert {"index", "http", "library", "page", "service-settings", "openapi-clients"} <= set(stems)
+    for stem in stems:
+        url = "/docs/contract/" + ("" if stem == "index" else stem)
+        res = client.get(url)
+        assert res.status_code == 200 and "<h1" in res.text, stem
+        text = res.text
+        for href in re.findall(r'href="([^"#:]+)(?:#[^"]*)?"', text):
+            target = href if href.startswith("/") else "/docs/contract/" + href.removeprefix("./")
+            assert client.get(target).status_code == 200, (stem, href)
+
+
 def test_the_pages_work_offline(client):
     """No external URL: no script, stylesheet, font or link leaves the sandbox."""
     for page in ("", *PAGES):

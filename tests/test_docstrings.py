@@ -7,7 +7,8 @@ import pytest
 
 import glassllm.autograd as ag
 
-MODULES = ["glassllm.tensor", "glassllm.grad_mode", "glassllm.autograd", "glassllm.gradcheck", "glassllm.fused"]
+MODULES = ["glassllm.tensor", "glassllm.grad_mode", "glassllm.autograd", "glassllm.gradcheck",
+           "glassllm.fused"]
 
 
 @pytest.mark.parametrize("name", MODULES)

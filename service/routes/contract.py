@@ -34,10 +34,9 @@ from glassllm import registry
 from service.settings import ENV_PREFIX
 
 HERE = Path(__file__).resolve().parent.parent
-PAGES = {"": "index", "library": "library", "http": "http", "page": "page"}
 CLAUSE = re.compile(r"^([LHP](?:0|[1-9][0-9]*)(?:\.[0-9]+)?)\b")
 INPUTS = re.compile(r"^<!-- inputs: ([a-z_]+) -->$", re.MULTILINE)
-MD_LINK = re.compile(r"^(index|library|http|page)\.md(#.*)?$")
+MD_LINK = re.compile(r"^([a-z0-9-]+)\.md(#.*)?$")
 
 router = APIRouter(prefix="/docs/contract", include_in_schema=False)
 
@@ -48,6 +47,14 @@ def docs_dir() -> Path:
         if (candidate / "index.md").is_file():
             return candidate
     raise RuntimeError("docs/index.md not found")
+
+
+@functools.cache
+def pages() -> dict[str, str]:
+    """URL name → docs file stem: every ``docs/*.md`` is served, the index at ``/``, so a
+    link between them (``service-settings.md#...``) always lands on a page."""
+    stems = sorted(p.stem for p in docs_dir().glob("*.md"))
+    return {("" if stem == "index" else stem): stem for stem in stems}
 
 
 def inputs_table(name: str) -> str:
@@ -188,8 +195,8 @@ def contract_index() -> HTMLResponse:
 
 @router.get("/{page}", response_class=HTMLResponse)
 def contract_page(page: str) -> HTMLResponse:
-    name = PAGES.get(page)
+    name = pages().get(page)
     if name is None:
-        raise HTTPException(404, f"no contract page {page[:40]!r}; the pages are"
-                            " library, http, page")
+        raise HTTPException(404, f"no contract page {page[:40]!r}; the pages are "
+                            + ", ".join(n for n in pages() if n))
     return HTMLResponse(render(name))
