@@ -68,6 +68,20 @@ def test_sigmoid_matches_the_textbook_formula_in_the_safe_range():
     np.testing.assert_allclose(ag.sigmoid(Tensor(x)).data, 1 / (1 + np.exp(-x)), rtol=1e-14)
 
 
+def test_sigmoid_gives_the_bits_of_the_select_on_the_sign():
+    """exp(min(x, 0)) / (1 + exp(-|x|)) is where(x >= 0, r, exp(-|x|)·r) bit for bit
+    (issue 18: the select cost ~10x the arithmetic, so it went)."""
+    rng = np.random.default_rng(4)
+    x = np.concatenate([rng.normal(size=4000) * scale for scale in (1, 10, 100, 1000)]
+                       + [[0.0, -0.0, 1e-300, -1e-300, 744.9, -744.9, 746.0, -746.0, 1e308,
+                           -1e308]])
+    with np.errstate(under="ignore"):
+        e = np.exp(-np.abs(x))
+    r = 1.0 / (1.0 + e)
+    select = np.where(x >= 0, r, e * r)
+    assert np.array_equal(ag.sigmoid(Tensor(x)).data.view(np.int64), select.view(np.int64))
+
+
 def test_embedding_negative_and_repeated_ids_accumulate_into_the_right_rows():
     weight = Tensor(np.arange(8.0).reshape(4, 2), requires_grad=True)
     ids = np.array([[-1, 3, 0], [0, -4, 2]])  # -1 is row 3, -4 is row 0
