@@ -294,13 +294,22 @@ class AdamW(_Optimizer):
             state["step"] += 1
             t, m, v = state["step"], state["exp_avg"], state["exp_avg_sq"]
             decayed = p.data * (1.0 - self.lr * self.weight_decay)  # decoupled weight decay
+            # the formulas above in place on one scratch array, in the order written
+            scratch = np.multiply(g, 1.0 - self.beta1)  # (1 − β1)·g
             m *= self.beta1
-            m += (1.0 - self.beta1) * g
+            m += scratch
+            np.multiply(g, 1.0 - self.beta2, out=scratch)
+            scratch *= g  # (1 − β2)·g·g
             v *= self.beta2
-            v += (1.0 - self.beta2) * g * g
+            v += scratch
             step_size = self.lr / (1.0 - self.beta1**t)
-            denom = np.sqrt(v) / math.sqrt(1.0 - self.beta2**t) + self.eps
-            p.data = decayed - step_size * m / denom
+            denom = np.sqrt(v, out=scratch)
+            denom /= math.sqrt(1.0 - self.beta2**t)
+            denom += self.eps
+            update = step_size * m
+            update /= denom
+            decayed -= update
+            p.data = decayed
 
 
 def clip_grad_norm(
