@@ -4,6 +4,11 @@
 the sum, the division, +eps, the power, two products), each with a pass over x in the
 backward; `rms_norm` computes it as one node with the closed-form backward.
 
+`glassllm.layers.swiglu` composed from autograd's ops records five nodes per call (two
+products, silu, the gating product, the down product); silu alone makes four temporary
+arrays in its backward. `swiglu` computes it as one node: the gate and up projections
+are one product with [w1 | w3], and the backward reuses silu(a) from the forward.
+
 `glassllm.layers.attention` composed from the primitives of `glassllm.autograd` records
 about ten nodes per call: a transpose of k, the scaling, the mask, the softmax, two
 products and `repeat_kv`, which copies every key and value head H/Hkv times (and sums
@@ -11,12 +16,14 @@ those copies again in the backward). `causal_attention` computes the same math a
 node, and never copies a key/value head: the H/Hkv query heads that share a key/value
 head are stacked into one matrix, so one product serves them all.
 
-The composed forms stay in the code (`causal_attention_composed`, `rms_norm_composed`):
+The composed forms stay in the code (`causal_attention_composed`, `rms_norm_composed`,
+`swiglu_composed`):
 they are the reference. `tests/test_fused.py` checks that both give the same values and
 gradients, and runs the gradient checker on the fused ones.
 
 Shape letters (STYLE.md): B batch · n sequence length · H query heads · Hkv key/value
-heads · dk head dimension; r = H / Hkv query heads per key/value head.
+heads · dk head dimension; r = H / Hkv query heads per key/value head; d model width ·
+F feed-forward width · N rows (every leading axis of x flattened).
 """
 
 from __future__ import annotations
@@ -26,10 +33,12 @@ import math
 import numpy as np
 
 from glassllm.autograd import (
+    _sigmoid_data,
     masked_fill,
     matmul,
     pow,
     repeat_kv,
+    silu,
     softmax,
     softmax_np,
     transpose,
@@ -37,7 +46,14 @@ from glassllm.autograd import (
 )
 from glassllm.tensor import Tensor
 
-__all__ = ["causal_attention", "causal_attention_composed", "rms_norm", "rms_norm_composed"]
+__all__ = [
+    "causal_attention",
+    "causal_attention_composed",
+    "rms_norm",
+    "rms_norm_composed",
+    "swiglu",
+    "swiglu_composed",
+]
 
 
 def _check(q: Tensor, k: Tensor, v: Tensor) -> tuple[int, int, int, int, int]:
@@ -175,3 +191,76 @@ def rms_norm_composed(x: Tensor, weight: Tensor, eps: float = 1e-6) -> Tensor:
     mean_square = tsum(x * x, axis=-1, keepdims=True) / d  # (..., 1)
     inv_rms = pow(mean_square + eps, -0.5)  # (..., 1)
     return x * inv_rms * weight  # (..., d)
+
+
+def swiglu(x: Tensor, w1: Tensor, w2: Tensor, w3: Tensor) -> Tensor:
+    """The SwiGLU feed-forward as one node: out = (silu(x·w1) * (x·w3))·w2.
+
+    Shapes: x (..., d); w1, w3 (d, F); w2 (F, d); out (..., d). The caller
+    (`layers.swiglu`) has checked the shapes.
+
+    Forward, on x2 = x as (N, d): [a | b] = x2·[w1 | w3] (one product; the same numbers
+    as x2·w1 and x2·w3), s = sigmoid(a), u = a·s = silu(a), h = u·b, out = h·w2.
+
+    Backward, with gh = g·w2ᵀ (the gradient of h):
+        w2: hᵀ·g
+        b:  gb = gh·u
+        a:  ga = (gh·b)·(s + u·(1 − s))        (silu'(a) = s + a·s·(1 − s))
+        w1, w3: x2ᵀ·[ga | gb]                  (one product)
+        x: ga·w1ᵀ + gb·w3ᵀ
+
+    Example:
+        >>> one = Tensor(np.eye(2))
+        >>> x = Tensor([[0.0, 2.0]])
+        >>> bool(np.array_equal(swiglu(x, one, one, one).data,
+        ...                     swiglu_composed(x, one, one, one).data))
+        True
+
+    SPEC L7. Shazeer 2020, "GLU Variants Improve Transformer"; silu: Elfwing et al. 2018.
+    """
+    x_data, w1_data, w2_data, w3_data = x.data, w1.data, w2.data, w3.data
+    d, F = w1_data.shape
+    x2 = x_data.reshape(-1, d)  # (N, d)
+    ab = x2 @ np.concatenate([w1_data, w3_data], axis=1)  # (N, 2F): [x·w1 | x·w3]
+    a, b = ab[:, :F], ab[:, F:]  # (N, F) each
+    s = _sigmoid_data(a)  # (N, F)
+    u = a * s  # silu(a), (N, F)
+    h = u * b  # (N, F)
+    out = (h @ w2_data).reshape(*x_data.shape[:-1], w2_data.shape[1])  # (..., d)
+
+    def backward(g: np.ndarray):
+        g2 = g.reshape(-1, g.shape[-1])  # (N, d)
+        gw2 = (h.T @ g2) if w2.requires_grad else None  # (F, d)
+        if not (x.requires_grad or w1.requires_grad or w3.requires_grad):
+            return None, None, gw2, None
+        gh = g2 @ w2_data.T  # (N, F)
+        gab = np.empty_like(ab)  # (N, 2F): [ga | gb], one buffer for one product below
+        ga, gb = gab[:, :F], gab[:, F:]
+        np.multiply(gh, u, out=gb)  # gb = gh·u
+        silu_grad = 1.0 - s
+        silu_grad *= u
+        silu_grad += s  # s + u·(1 − s), silu's derivative
+        np.multiply(gh, b, out=ga)
+        ga *= silu_grad  # ga = (gh·b)·silu'(a)
+        gw1 = gw3 = gx = None
+        if w1.requires_grad or w3.requires_grad:
+            gw13 = x2.T @ gab  # (d, 2F): [x2ᵀ·ga | x2ᵀ·gb]
+            gw1 = gw13[:, :F] if w1.requires_grad else None
+            gw3 = gw13[:, F:] if w3.requires_grad else None
+        if x.requires_grad:
+            gx = ga @ w1_data.T
+            gx += gb @ w3_data.T
+            gx = gx.reshape(x_data.shape)  # (..., d)
+        return gx, gw1, gw2, gw3
+
+    return Tensor._make(out, (x, w1, w2, w3), "swiglu", backward)
+
+
+def swiglu_composed(x: Tensor, w1: Tensor, w2: Tensor, w3: Tensor) -> Tensor:
+    """The same math as `swiglu`, composed from autograd's ops (the reference).
+
+    Shapes: x (..., d); w1, w3 (d, F); w2 (F, d); out (..., d).
+
+    Backward: by the chain rule through matmul, silu, mul, matmul.
+    """
+    return matmul(silu(matmul(x, w1)) * matmul(x, w3), w2)  # (..., d)

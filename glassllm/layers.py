@@ -48,7 +48,6 @@ from glassllm.autograd import (
     repeat_kv,
     reshape,
     rope,
-    silu,
     softmax,
     softmax_np,
     transpose,
@@ -56,6 +55,7 @@ from glassllm.autograd import (
 from glassllm.checks import check_int, check_real, id_array
 from glassllm.fused import causal_attention
 from glassllm.fused import rms_norm as fused_rms_norm
+from glassllm.fused import swiglu as fused_swiglu
 from glassllm.shapes import ShapeError, positive_count
 
 __all__ = [
@@ -463,7 +463,8 @@ def swiglu(x: Tensor, w1: Tensor, w2: Tensor, w3: Tensor) -> Tensor:
     Shapes:
         x: (..., d); w1, w3: (d, F); w2: (F, d); out: (..., d).
 
-    Backward (composed), with a = x@w1, b = x@w3, h = silu(a)·b:
+    Backward (one fused node, equal to the composed ops' chain rule; tests/test_fused.py),
+    with a = x@w1, b = x@w3, h = silu(a)·b:
         w2: h.T @ g;  w3: x.T @ ((g @ w2.T) · silu(a));  w1: x.T @ ((g @ w2.T) · b · silu'(a))
         x: the sum of the two paths back through w1 and w3
 
@@ -478,9 +479,12 @@ def swiglu(x: Tensor, w1: Tensor, w2: Tensor, w3: Tensor) -> Tensor:
     SPEC L7. Shazeer 2020, "GLU Variants Improve Transformer".
     """
     swiglu_shape(*(_shape_of(t) for t in (x, w1, w2, w3)))
-    gate = silu(linear(x, w1))  # (..., F)
-    up = linear(x, w3)  # (..., F)
-    return linear(gate * up, w2)  # (..., d)
+    # one fused node (glassllm/fused.py); its reference, swiglu_composed, reads:
+    #   gate = silu(linear(x, w1))  # (..., F)
+    #   up = linear(x, w3)          # (..., F)
+    #   return linear(gate * up, w2)  # (..., d)
+    x, w1, w2, w3 = (t if isinstance(t, Tensor) else Tensor(t) for t in (x, w1, w2, w3))
+    return fused_swiglu(x, w1, w2, w3)  # (..., d)
 
 
 # ---------------------------------------------------------------------------------------

@@ -1,14 +1,20 @@
-"""The fused nodes give the composed ops' numbers (issue 18; L6, L7): attention, rms_norm."""
+"""The fused nodes give the composed ops' numbers (issue 18; L6, L7): attention, rms_norm,
+swiglu."""
 
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from hypothesis.extra import numpy as hnp
 
-from glassllm import Tensor
+from glassllm import Tensor, layers
 from glassllm.fused import (
     causal_attention,
     causal_attention_composed,
     rms_norm,
     rms_norm_composed,
+    swiglu,
+    swiglu_composed,
 )
 from glassllm.gradcheck import gradcheck
 from glassllm.layers import ATTENTION_PROBE, GlassConfig, GlassLM
@@ -103,3 +109,90 @@ def test_fused_rms_norm_reference_value_and_gradient_checker():
     x = Tensor(rng.normal(size=(2, 3, 4)), requires_grad=True)
     w = Tensor(rng.normal(size=4), requires_grad=True)
     assert gradcheck(rms_norm, x, w, grad_output=rng.normal(size=(2, 3, 4))).passed
+
+
+def _close(fused: np.ndarray, composed: np.ndarray, name: str = "") -> None:
+    """Equal to 1e-12 of the largest entry: a product may sum in another order (BLAS)."""
+    scale = max(float(np.max(np.abs(composed), initial=0.0)), 1e-300)
+    np.testing.assert_allclose(fused, composed, rtol=1e-12, atol=1e-12 * scale, err_msg=name)
+
+
+def _swiglu_pair(arrays, g, requires=(True, True, True, True)):
+    """Run the fused and the composed swiglu forward and backward on the same arrays."""
+    fused = [Tensor(a, requires_grad=r) for a, r in zip(arrays, requires, strict=True)]
+    composed = [Tensor(a, requires_grad=r) for a, r in zip(arrays, requires, strict=True)]
+    out_f, out_c = swiglu(*fused), swiglu_composed(*composed)
+    out_f.backward(g)
+    out_c.backward(g)
+    return out_f, out_c, fused, composed
+
+
+@pytest.mark.parametrize("shape", [(8,), (5, 8), (2, 3, 8)])
+def test_fused_swiglu_equals_the_composed_ops_values_and_gradients(shape):
+    rng = np.random.default_rng(len(shape))
+    arrays = [rng.normal(size=s) for s in (shape, (8, 6), (6, 8), (8, 6))]  # x, w1, w2, w3
+    out_f, out_c, fused, composed = _swiglu_pair(arrays, rng.normal(size=shape))
+    assert out_f.shape == shape
+    _close(out_f.data, out_c.data)
+    for name, f, c in zip(["x", "w1", "w2", "w3"], fused, composed, strict=True):
+        _close(f.grad, c.grad, name)
+
+
+def test_fused_swiglu_gives_the_gradient_only_to_inputs_that_require_it():
+    rng = np.random.default_rng(5)
+    arrays = [rng.normal(size=s) for s in ((3, 4), (4, 5), (5, 4), (4, 5))]
+    for requires in [(True, False, False, False), (False, True, True, True),
+                     (False, False, True, False), (False, True, False, False)]:
+        _, _, fused, composed = _swiglu_pair(arrays, rng.normal(size=(3, 4)), requires)
+        for f, c in zip(fused, composed, strict=True):
+            assert (f.grad is None) == (c.grad is None)
+            if c.grad is not None:
+                _close(f.grad, c.grad)
+
+
+def test_fused_swiglu_reference_value_and_gradient_checker():
+    one = Tensor(np.eye(2))  # out = silu(x)·x: silu(2)·2 = 4·sigmoid(2)
+    out = swiglu(Tensor([[0.0, 2.0]]), one, one, one)
+    np.testing.assert_allclose(out.data, [[0.0, 4.0 / (1.0 + np.exp(-2.0))]], rtol=1e-15)
+    rng = np.random.default_rng(6)
+    x, w1, w2, w3 = (Tensor(rng.normal(size=s), requires_grad=True)
+                     for s in ((2, 3, 4), (4, 5), (5, 4), (4, 5)))
+    result = gradcheck(swiglu, x, w1, w2, w3, grad_output=rng.normal(size=(2, 3, 4)))
+    assert result.passed, result
+
+
+@settings(max_examples=40, deadline=None)
+@given(
+    lead=hnp.array_shapes(min_dims=0, max_dims=2, max_side=4),
+    d=st.integers(1, 5),
+    F=st.integers(1, 6),
+    data=st.data(),
+)
+def test_fused_swiglu_equals_the_composed_ops_for_any_shape(lead, d, F, data):
+    """Any leading axes, widths and values (large ones too: silu's saturation)."""
+    values = st.floats(-40, 40, allow_nan=False, allow_infinity=False)
+    arrays = [data.draw(hnp.arrays(np.float64, s, elements=values))
+              for s in ((*lead, d), (d, F), (F, d), (d, F))]
+    g = data.draw(hnp.arrays(np.float64, (*lead, d), elements=values))
+    out_f, out_c, fused, composed = _swiglu_pair(arrays, g)
+    _close(out_f.data, out_c.data)
+    for name, f, c in zip(["x", "w1", "w2", "w3"], fused, composed, strict=True):
+        _close(f.grad, c.grad, name)
+
+
+def test_model_loss_and_gradients_match_with_the_composed_swiglu(monkeypatch):
+    """The whole model with swiglu composed from autograd's ops: same loss, same gradients."""
+    config = GlassConfig(d_model=16, n_layers=2, n_heads=4, n_kv_heads=2, ffn_hidden=24,
+                         max_seq_len=8, vocab=32, seed=3)
+    rng = np.random.default_rng(0)
+    ids, targets = rng.integers(0, 32, size=(2, 8)), rng.integers(0, 32, size=(2, 8))
+    fused_model, composed_model = GlassLM(config), GlassLM(config)
+    fused_loss = fused_model.loss(ids, targets)
+    fused_loss.backward()
+    monkeypatch.setattr(layers, "fused_swiglu", swiglu_composed)
+    composed_loss = composed_model.loss(ids, targets)
+    composed_loss.backward()
+    assert fused_loss.item() == pytest.approx(composed_loss.item(), rel=1e-14, abs=0)
+    for (name, p), (_, c) in zip(fused_model.named_parameters(),
+                                 composed_model.named_parameters(), strict=True):
+        _close(p.grad, c.grad, name)
