@@ -831,7 +831,8 @@ def _log_softmax_data(x: np.ndarray, axis: int) -> np.ndarray:
         np.sum(x, axis=axis)
         return np.array(x, dtype=np.float64)
     shifted = x - np.max(x, axis=axis, keepdims=True)  # largest entry becomes 0
-    return shifted - np.log(np.sum(np.exp(shifted), axis=axis, keepdims=True))
+    shifted -= np.log(np.sum(np.exp(shifted), axis=axis, keepdims=True))  # in place
+    return shifted
 
 
 def softmax(a: Any, axis: int = -1) -> Tensor:
@@ -900,10 +901,16 @@ def _sigmoid_data(x: np.ndarray) -> np.ndarray:
     # |x| > ~745 exp underflows to exactly 0, which gives the exact limits 0 and 1.
     # No select on the sign (np.where on a random sign costs ~10x the arithmetic: the
     # CPU mispredicts the branch), and the same bits as np.where(x >= 0, r, e * r).
+    e, r = np.empty(x.shape), np.empty(x.shape)  # two arrays, each step written in place
     with np.errstate(under="ignore"):
-        e = np.exp(-np.abs(x))  # in (0, 1]
-        r = 1.0 / (1.0 + e)  # sigmoid(|x|)
-        r *= np.exp(np.minimum(x, 0.0))  # 1 · r, or exp(-|x|) · r = sigmoid(-|x|)
+        np.abs(x, out=e)
+        np.negative(e, out=e)
+        np.exp(e, out=e)  # exp(-|x|), in (0, 1]
+        np.add(e, 1.0, out=r)
+        np.divide(1.0, r, out=r)  # sigmoid(|x|) = 1 / (1 + exp(-|x|))
+        np.minimum(x, 0.0, out=e)
+        np.exp(e, out=e)  # exp(min(x, 0))
+        np.multiply(r, e, out=r)  # 1 · r, or exp(-|x|) · r = sigmoid(-|x|)
     return r
 
 

@@ -6,8 +6,8 @@ backward; `rms_norm` computes it as one node with the closed-form backward.
 
 `glassllm.layers.swiglu` composed from autograd's ops records five nodes per call (two
 products, silu, the gating product, the down product); silu alone makes four temporary
-arrays in its backward. `swiglu` computes it as one node: the gate and up projections
-are one product with [w1 | w3], and the backward reuses silu(a) from the forward.
+arrays in its backward. `swiglu` computes it as one node: the backward reuses silu(a)
+from the forward and works in place on the arrays it makes.
 
 `glassllm.layers.attention` composed from the primitives of `glassllm.autograd` records
 about ten nodes per call: a transpose of k, the scaling, the mask, the softmax, two
@@ -72,6 +72,34 @@ def _check(q: Tensor, k: Tensor, v: Tensor) -> tuple[int, int, int, int, int]:
     return B, H, k.shape[1], n, dk
 
 
+def _divide_by_root(a: np.ndarray, root: float) -> None:
+    """a /= root, in place. When root is a power of two (√dk for dk = 4, 16, 64, …),
+    multiplying by 1/root is exact, so it gives the division's bits at a fraction of its
+    cost (a float64 division is several times slower than a product)."""
+    if math.frexp(root)[0] == 0.5:  # root = 2^k: 1/root is exact, and so is a·(1/root)
+        a *= 1.0 / root
+    else:
+        a /= root
+
+
+def _causal_softmax(scores: np.ndarray, future: np.ndarray) -> np.ndarray:
+    """softmax_np(scores, axis=-1) for scores that are −inf where ``future`` is True,
+    computed in scores' own buffer (the caller's array, overwritten and returned).
+
+    The same operations, so the same bits: subtract the row's maximum, exponentiate, divide
+    by the row's sum. Only exp skips the future: exp(−inf) = 0 takes NumPy's slow path for
+    special values (measured 2x the whole exp when half the entries are −inf), so those
+    entries are written as 0 instead of computed as 0.
+    """
+    if scores.size == 0:
+        return softmax_np(scores, axis=-1)
+    scores -= np.max(scores, axis=-1, keepdims=True)  # largest visible entry is 0
+    np.exp(scores, out=scores, where=~future)
+    np.copyto(scores, 0.0, where=future)  # exp(−inf) = 0, written
+    scores /= np.sum(scores, axis=-1, keepdims=True)
+    return scores
+
+
 def causal_attention(q: Tensor, k: Tensor, v: Tensor) -> Tensor:
     """Causal grouped-query attention as one node: out = softmax(q·kᵀ/√dk, future = −inf)·v.
 
@@ -107,9 +135,9 @@ def causal_attention(q: Tensor, k: Tensor, v: Tensor) -> Tensor:
     k_data, v_data = k.data, v.data
     future = np.tile(np.triu(np.ones((n, n), dtype=bool), k=1), (r, 1))  # (r·n, n)
     scores = np.matmul(qg, np.swapaxes(k_data, -1, -2))  # (B, Hkv, r·n, n)
-    scores /= root_dk
+    _divide_by_root(scores, root_dk)
     np.copyto(scores, -np.inf, where=future)
-    p = softmax_np(scores, axis=-1)  # (B, Hkv, r·n, n)
+    p = _causal_softmax(scores, future)  # (B, Hkv, r·n, n), in scores' buffer
     out = np.matmul(p, v_data).reshape(B, H, n, dk)  # (B, H, n, dk)
 
     def backward(g: np.ndarray):
@@ -120,7 +148,7 @@ def causal_attention(q: Tensor, k: Tensor, v: Tensor) -> Tensor:
         ds = np.matmul(gg, np.swapaxes(v_data, -1, -2))  # dp (B, Hkv, r·n, n)
         ds -= np.sum(ds * p, axis=-1, keepdims=True)
         ds *= p
-        ds /= root_dk  # masked entries have p = 0, so ds = 0 there
+        _divide_by_root(ds, root_dk)  # masked entries have p = 0, so ds = 0 there
         gq = np.matmul(ds, k_data).reshape(B, H, n, dk) if q.requires_grad else None
         gk = np.matmul(np.swapaxes(ds, -1, -2), qg) if k.requires_grad else None
         return gq, gk, gv
@@ -164,16 +192,20 @@ def rms_norm(x: Tensor, weight: Tensor, eps: float = 1e-6) -> Tensor:
     x_data, w_data = x.data, weight.data
     d = x_data.shape[-1]
     # the composed form's operations in its order, so the forward is the same bit for bit
-    inv_rms = 1.0 / np.sqrt(np.sum(x_data * x_data, axis=-1, keepdims=True) / d + eps)
+    out = np.multiply(x_data, x_data)  # x², in the output's buffer until the last line
+    inv_rms = 1.0 / np.sqrt(np.sum(out, axis=-1, keepdims=True) / d + eps)  # (..., 1)
     y = x_data * inv_rms  # (..., d)
-    out = y * w_data  # (..., d)
+    np.multiply(y, w_data, out=out)  # (..., d)
 
     def backward(g: np.ndarray):
-        gw = np.sum(g * y, axis=tuple(range(g.ndim - 1))) if weight.requires_grad else None
+        scratch = np.multiply(g, y)  # g·y, then gy·y, then y·mean(gy·y)
+        gw = np.sum(scratch, axis=tuple(range(g.ndim - 1))) if weight.requires_grad else None
         gx = None
         if x.requires_grad:
-            gy = g * w_data  # (..., d)
-            gx = gy - y * (np.sum(gy * y, axis=-1, keepdims=True) / d)
+            gx = np.multiply(g, w_data)  # gy, (..., d)
+            np.multiply(gx, y, out=scratch)
+            np.multiply(y, np.sum(scratch, axis=-1, keepdims=True) / d, out=scratch)
+            gx -= scratch  # gy − y·mean(gy·y)
             gx *= inv_rms
         return gx, gw
 
@@ -199,14 +231,14 @@ def swiglu(x: Tensor, w1: Tensor, w2: Tensor, w3: Tensor) -> Tensor:
     Shapes: x (..., d); w1, w3 (d, F); w2 (F, d); out (..., d). The caller
     (`layers.swiglu`) has checked the shapes.
 
-    Forward, on x2 = x as (N, d): [a | b] = x2·[w1 | w3] (one product; the same numbers
-    as x2·w1 and x2·w3), s = sigmoid(a), u = a·s = silu(a), h = u·b, out = h·w2.
+    Forward, on x2 = x as (N, d): a = x2·w1, b = x2·w3, s = sigmoid(a), u = a·s = silu(a),
+    h = u·b, out = h·w2.
 
     Backward, with gh = g·w2ᵀ (the gradient of h):
         w2: hᵀ·g
         b:  gb = gh·u
         a:  ga = (gh·b)·(s + u·(1 − s))        (silu'(a) = s + a·s·(1 − s))
-        w1, w3: x2ᵀ·[ga | gb]                  (one product)
+        w1: x2ᵀ·ga;  w3: x2ᵀ·gb
         x: ga·w1ᵀ + gb·w3ᵀ
 
     Example:
@@ -219,10 +251,10 @@ def swiglu(x: Tensor, w1: Tensor, w2: Tensor, w3: Tensor) -> Tensor:
     SPEC L7. Shazeer 2020, "GLU Variants Improve Transformer"; silu: Elfwing et al. 2018.
     """
     x_data, w1_data, w2_data, w3_data = x.data, w1.data, w2.data, w3.data
-    d, F = w1_data.shape
+    d = w1_data.shape[0]
     x2 = x_data.reshape(-1, d)  # (N, d)
-    ab = x2 @ np.concatenate([w1_data, w3_data], axis=1)  # (N, 2F): [x·w1 | x·w3]
-    a, b = ab[:, :F], ab[:, F:]  # (N, F) each
+    a = x2 @ w1_data  # (N, F)
+    b = x2 @ w3_data  # (N, F)
     s = _sigmoid_data(a)  # (N, F)
     u = a * s  # silu(a), (N, F)
     h = u * b  # (N, F)
@@ -234,19 +266,16 @@ def swiglu(x: Tensor, w1: Tensor, w2: Tensor, w3: Tensor) -> Tensor:
         if not (x.requires_grad or w1.requires_grad or w3.requires_grad):
             return None, None, gw2, None
         gh = g2 @ w2_data.T  # (N, F)
-        gab = np.empty_like(ab)  # (N, 2F): [ga | gb], one buffer for one product below
-        ga, gb = gab[:, :F], gab[:, F:]
-        np.multiply(gh, u, out=gb)  # gb = gh·u
+        gb = gh * u  # (N, F)
         silu_grad = 1.0 - s
         silu_grad *= u
         silu_grad += s  # s + u·(1 − s), silu's derivative
-        np.multiply(gh, b, out=ga)
+        ga = gh  # gh is not needed after this: ga is computed in its buffer
+        ga *= b
         ga *= silu_grad  # ga = (gh·b)·silu'(a)
-        gw1 = gw3 = gx = None
-        if w1.requires_grad or w3.requires_grad:
-            gw13 = x2.T @ gab  # (d, 2F): [x2ᵀ·ga | x2ᵀ·gb]
-            gw1 = gw13[:, :F] if w1.requires_grad else None
-            gw3 = gw13[:, F:] if w3.requires_grad else None
+        gw1 = (x2.T @ ga) if w1.requires_grad else None  # (d, F)
+        gw3 = (x2.T @ gb) if w3.requires_grad else None  # (d, F)
+        gx = None
         if x.requires_grad:
             gx = ga @ w1_data.T
             gx += gb @ w3_data.T

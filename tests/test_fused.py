@@ -44,6 +44,23 @@ def test_fused_attention_equals_the_composed_ops_values_and_gradients(H, Hkv):
         assert all(np.array_equal(f.grad, c.grad) for f, c in zip(fused, composed, strict=True))
 
 
+@pytest.mark.parametrize("dk", [2, 6, 16])
+def test_fused_attention_scales_by_root_dk_as_the_composed_ops_do(dk):
+    """√16 = 4 is a power of two, so the fused node multiplies by 1/4 (exact); √2 and √6
+    are not, so it divides. Either way the composed ops' bits."""
+    rng = np.random.default_rng(dk)
+    arrays = _inputs(rng, 2, 4, 2, 6, dk)
+    g = rng.normal(size=(2, 4, 6, dk))
+    fused = [Tensor(a, requires_grad=True) for a in arrays]
+    composed = [Tensor(a, requires_grad=True) for a in arrays]
+    out_f, out_c = causal_attention(*fused), causal_attention_composed(*composed)
+    out_f.backward(g)
+    out_c.backward(g)
+    assert np.array_equal(out_f.data, out_c.data)
+    for f, c in zip(fused, composed, strict=True):
+        np.testing.assert_allclose(f.grad, c.grad, rtol=0, atol=1e-14)
+
+
 def test_fused_attention_is_causal_query_0_sees_only_key_0():
     q = Tensor(np.zeros((1, 1, 3, 2)))
     k = Tensor(np.zeros((1, 1, 3, 2)))
