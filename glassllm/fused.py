@@ -28,6 +28,7 @@ F feed-forward width · N rows (every leading axis of x flattened).
 
 from __future__ import annotations
 
+import functools
 import math
 
 import numpy as np
@@ -82,7 +83,17 @@ def _divide_by_root(a: np.ndarray, root: float) -> None:
         a /= root
 
 
-def _causal_softmax(scores: np.ndarray, future: np.ndarray) -> np.ndarray:
+@functools.lru_cache(maxsize=8)
+def _future_mask(n: int, r: int) -> tuple[np.ndarray, np.ndarray]:
+    """(future, visible) for r stacked heads of n queries: (r·n, n) booleans, read-only.
+    future[i, j] is True when key j comes after query i mod n. Made once per (n, r)."""
+    future = np.tile(np.triu(np.ones((n, n), dtype=bool), k=1), (r, 1))  # (r·n, n)
+    visible = ~future
+    future.flags.writeable = visible.flags.writeable = False
+    return future, visible
+
+
+def _causal_softmax(scores: np.ndarray, future: np.ndarray, visible: np.ndarray) -> np.ndarray:
     """softmax_np(scores, axis=-1) for scores that are −inf where ``future`` is True,
     computed in scores' own buffer (the caller's array, overwritten and returned).
 
@@ -94,7 +105,7 @@ def _causal_softmax(scores: np.ndarray, future: np.ndarray) -> np.ndarray:
     if scores.size == 0:
         return softmax_np(scores, axis=-1)
     scores -= np.max(scores, axis=-1, keepdims=True)  # largest visible entry is 0
-    np.exp(scores, out=scores, where=~future)
+    np.exp(scores, out=scores, where=visible)
     np.copyto(scores, 0.0, where=future)  # exp(−inf) = 0, written
     scores /= np.sum(scores, axis=-1, keepdims=True)
     return scores
@@ -133,11 +144,11 @@ def causal_attention(q: Tensor, k: Tensor, v: Tensor) -> Tensor:
     root_dk = math.sqrt(dk)  # divided by, as the composed form does: the same rounding
     qg = q.data.reshape(B, hkv, r * n, dk)  # (B, Hkv, r·n, dk): the group's heads stacked
     k_data, v_data = k.data, v.data
-    future = np.tile(np.triu(np.ones((n, n), dtype=bool), k=1), (r, 1))  # (r·n, n)
+    future, visible = _future_mask(n, r)  # (r·n, n): key after query, and its negation
     scores = np.matmul(qg, np.swapaxes(k_data, -1, -2))  # (B, Hkv, r·n, n)
     _divide_by_root(scores, root_dk)
     np.copyto(scores, -np.inf, where=future)
-    p = _causal_softmax(scores, future)  # (B, Hkv, r·n, n), in scores' buffer
+    p = _causal_softmax(scores, future, visible)  # (B, Hkv, r·n, n), in scores' buffer
     out = np.matmul(p, v_data).reshape(B, H, n, dk)  # (B, H, n, dk)
 
     def backward(g: np.ndarray):
