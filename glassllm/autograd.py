@@ -1201,6 +1201,14 @@ def cross_entropy(logits: Any, targets: Any) -> Tensor:
 # ============================================================================
 # L6  RoPE and K/V repetition
 # ============================================================================
+def _as_complex_pairs(a: np.ndarray) -> np.ndarray:
+    """(..., 2m) float64 → (..., m) complex128: each (even, odd) pair as even + i·odd.
+    A view when the last axis is contiguous, else a contiguous copy first."""
+    if a.strides[-1] != a.itemsize:
+        a = np.ascontiguousarray(a)
+    return a.view(np.complex128)
+
+
 def rope(x: Any, cos: Any, sin: Any) -> Tensor:
     """Rotary position embedding: rotate each adjacent (even, odd) pair by its angle.
 
@@ -1232,23 +1240,16 @@ def rope(x: Any, cos: Any, sin: Any) -> Tensor:
     cos = _constant(cos, "rope", "cos")
     sin = _constant(sin, "rope", "sin")
     rope_rule(x.data.shape, cos.shape, sin.shape)
-    x0, x1 = x.data[..., 0::2], x.data[..., 1::2]  # (..., dk/2) each
-    out = np.empty(x.data.shape)  # the tables broadcast to x's pairs, never beyond (rule)
-    even, odd = out[..., 0::2], out[..., 1::2]  # written in place: no stack, no copy
-    np.multiply(x0, cos, out=even)
-    even -= x1 * sin  # x0 cos - x1 sin
-    np.multiply(x0, sin, out=odd)
-    odd += x1 * cos  # x0 sin + x1 cos
+    # the complex product itself: each (even, odd) pair of x read as one complex128, the
+    # angles as e^{iθ} = cos + i sin; out = x · e^{iθ}, read back as pairs
+    turn = np.empty(np.broadcast_shapes(cos.shape, sin.shape), dtype=np.complex128)
+    turn.real, turn.imag = cos, sin  # (n, dk/2): e^{iθ}
+    out = (_as_complex_pairs(x.data) * turn).view(np.float64)  # (..., dk), shaped like x
     x_data = x.data  # saved for backward
 
     def backward(g: np.ndarray):
-        g0, g1 = g[..., 0::2], g[..., 1::2]
-        gx = np.empty(g.shape)
-        np.multiply(g0, cos, out=gx[..., 0::2])
-        gx[..., 0::2] += g1 * sin  # g_even cos + g_odd sin
-        np.multiply(g1, cos, out=gx[..., 1::2])
-        gx[..., 1::2] -= g0 * sin  # g_odd cos - g_even sin
-        return (gx.reshape(x_data.shape),)  # the output is shaped like x (checked above)
+        gx = _as_complex_pairs(g) * np.conj(turn)  # g · e^{-iθ}: the transposed rotation
+        return (gx.view(np.float64).reshape(x_data.shape),)  # shaped like x (checked above)
 
     return Tensor._make(out, (x,), "rope", backward)
 
