@@ -9,9 +9,9 @@ Every layer exists twice: as a *functional form* that takes its weights as expli
 arguments (so a gradient sandbox can show the gradient of each weight), and as a
 *module* that owns those weights and calls the functional form. Everything is composed
 from ``glassllm.autograd`` only; there is no hand-written backward in this file.
-``attention``'s core (scores, mask, softmax, weighted values) and ``rms_norm`` run as
-fused nodes (``glassllm.fused``), whose tests show they give the numbers of the composed
-lines kept beside them (issue 18).
+``attention``'s core (scores, mask, softmax, weighted values), ``rms_norm`` and
+``swiglu`` run as fused nodes (``glassllm.fused``), whose tests show they give the
+numbers of the composed lines kept beside them (issue 18).
 
 Shape letters (STYLE.md): B batch · n sequence length · d model width · H query heads ·
 Hkv key/value heads · dk head dimension · V vocabulary · F feed-forward width ·
