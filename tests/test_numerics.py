@@ -204,15 +204,20 @@ def test_shape_axis_and_index_errors_are_numpys(call, err):
         call()
 
 
-@pytest.mark.parametrize("ids_shape", [(20,), (4, 6), (0,), (2, 3, 4)])
-def test_embedding_backward_equals_np_add_at(ids_shape):
+@pytest.mark.parametrize(
+    "ids_shape, d",
+    # small: np.add.at itself; (300,) x 20 and (16, 40) x 9 pass _AT_ELEMENTS (4096): the
+    # sorted reduceat path (issue 18)
+    [((20,), 3), ((4, 6), 3), ((0,), 3), ((2, 3, 4), 3), ((300,), 20), ((16, 40), 9)],
+)
+def test_embedding_backward_equals_np_add_at(ids_shape, d):
     rng = np.random.default_rng(7)
-    weight = Tensor(rng.normal(size=(7, 3)), requires_grad=True)
+    weight = Tensor(rng.normal(size=(7, d)), requires_grad=True)
     ids = rng.integers(-7, 7, size=ids_shape)
     out = ag.embedding(weight, ids)
     g = rng.normal(size=out.shape)
     out.backward(g)
-    expected = np.zeros((7, 3))
+    expected = np.zeros((7, d))
     np.add.at(expected, ids, g)
     np.testing.assert_allclose(weight.grad, expected, rtol=1e-14, atol=1e-15)
 
