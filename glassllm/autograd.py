@@ -608,8 +608,10 @@ def max(a: Any, axis: Any = None, keepdims: bool = False) -> Tensor:
 
     def backward(g: np.ndarray):
         hit = a_data == top  # a NaN max matches nothing: count 0, the slice's gradient NaN
-        count = np.sum(hit, axis=axis, keepdims=True, dtype=np.float64)
         g = _keepdims_grad(g, axis, keepdims, a_data.ndim)
+        if np.count_nonzero(hit) == top.size and not np.isnan(top).any():
+            return (hit * g,)  # every slice has one maximum (count 1): no ties to split
+        count = hit.sum(axis=axis, keepdims=True, dtype=np.float64)
         return (hit * (g / count),)
 
     return Tensor._make(out, (a,), "max", backward)
@@ -1295,9 +1297,19 @@ def repeat_kv(x: Any, repeats: int) -> Tensor:
     repeat_kv_rule(x.data.shape, repeats)
     repeats = int(repeats)  # a NumPy uint8 would keep its dtype in later arithmetic
     b, hkv, n, dk = x.data.shape
-    out = np.repeat(x.data, repeats, axis=1)  # (B, Hkv*repeats, n, dk)
+    # np.repeat(x, repeats, axis=1), written as one broadcast copy: np.repeat copies a
+    # read-only input (every Tensor's data) first, 1.6x its time (measured, NumPy 2.4)
+    out = np.empty((b, hkv, repeats, n, dk))
+    out[...] = x.data[:, :, None]  # each head's copies side by side: h0 h0 h1 h1
+    out = out.reshape(b, hkv * repeats, n, dk)  # (B, Hkv*repeats, n, dk)
 
     def backward(g: np.ndarray):
-        return (g.reshape(b, hkv, repeats, n, dk).sum(axis=2),)
+        copies = g.reshape(b, hkv, repeats, n, dk)  # (B, Hkv, repeats, n, dk)
+        if repeats == 1:
+            return (copies[:, :, 0].copy(),)
+        gx = copies[:, :, 0] + copies[:, :, 1]  # the sum over the copies, one contiguous
+        for i in range(2, repeats):  # add each: what .sum(axis=2) computes, in its order
+            gx += copies[:, :, i]
+        return (gx,)
 
     return Tensor._make(out, (x,), "repeat_kv", backward)

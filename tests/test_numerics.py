@@ -372,3 +372,16 @@ def test_zero_base_power_gradient_follows_pytorch():
         out.backward(np.ones(3))
     assert out.data.tolist() == [np.inf, 1.0, 0.0]
     assert t.grad.tolist() == [-np.inf, 0.0, 0.0]  # inf * log(0) = -inf; 0 where t >= 0
+
+
+@pytest.mark.parametrize("repeats", [1, 2, 3, 7])
+def test_repeat_kv_backward_is_exactly_the_sum_over_the_copies(repeats):
+    """L6.3, issue 18: the backward adds the copies one contiguous slice at a time; the
+    result is bit for bit `g.reshape(B, Hkv, repeats, n, dk).sum(axis=2)`, and the leaf
+    owns it."""
+    rng = np.random.default_rng(repeats)
+    x = Tensor(rng.normal(size=(2, 3, 5, 8)), requires_grad=True)
+    g = rng.normal(size=(2, 3 * repeats, 5, 8))
+    ag.repeat_kv(x, repeats).backward(g)
+    np.testing.assert_array_equal(x.grad, g.reshape(2, 3, repeats, 5, 8).sum(axis=2))
+    assert x.grad.flags.writeable and not np.shares_memory(x.grad, g)
