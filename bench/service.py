@@ -24,13 +24,17 @@ import orjson
 ROOT = Path(__file__).resolve().parent.parent
 
 
-def start() -> tuple[subprocess.Popen, str]:
+def start(bare: bool = False) -> tuple[subprocess.Popen, str]:
+    """The sandbox (or, `bare`, bench/bare_app.py under the same uvicorn) on a free port."""
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
     env = {**os.environ, "GLASSLLM_MAX_CONCURRENCY": "64"}
-    proc = subprocess.Popen([sys.executable, "-m", "service.cli", "--port", str(port),
-                             "--log-level", "warning"], cwd=ROOT, env=env)
+    cmd = [sys.executable, "-m", "service.cli", "--port", str(port), "--log-level", "warning"]
+    if bare:
+        cmd = [sys.executable, "-m", "uvicorn", "bare_app:app", "--app-dir", "bench",
+               "--port", str(port), "--log-level", "warning", "--no-access-log"]
+    proc = subprocess.Popen(cmd, cwd=ROOT, env=env)
     url = f"http://127.0.0.1:{port}"
     for _ in range(300):
         try:
@@ -112,6 +116,17 @@ def main() -> None:
               f"{rates['softmax (4, 8)', 1] / rates['healthz', 1]:.2f}x (target >= 0.8x, issue 18)")
         print(f"matmul 256² floor (decode + NumPy fwd/bwd + encode, in-process):"
               f" {matmul_floor(matmul):.2f} ms")
+    finally:
+        proc.terminate()
+        proc.wait(timeout=10)
+    # The HTTP floor of that ratio: a bare Starlette app under the same uvicorn and client,
+    # a POST that reads its body and answers a fixed JSON against a GET.
+    proc, url = start(bare=True)
+    try:
+        get = measure(url, "GET", "/healthz", None, 1, args.seconds)[2]
+        post = measure(url, "POST", "/echo", softmax, 1, args.seconds)[2]
+        print(f"bare Starlette (no glassllm): GET {get:.0f} req/s, POST echo {post:.0f} req/s at"
+              f" concurrency 1: {post / get:.2f}x, the ratio a POST gets before any work")
     finally:
         proc.terminate()
         proc.wait(timeout=10)

@@ -308,6 +308,13 @@ def cross_entropy_rule(logits: tuple[int, ...], targets: Any) -> Rule:
     return Rule((), {"logits": ()})
 
 
+def _fits(table: tuple[int, ...], pairs: tuple[int, ...]) -> bool:
+    """True when `table` broadcasts to `pairs` without widening it (right-aligned, each
+    axis 1 or equal): what `np.broadcast_shapes(pairs, table) == pairs` says."""
+    lead = len(pairs) - len(table)
+    return lead >= 0 and all(n == 1 or n == p for n, p in zip(table, pairs[lead:], strict=True))
+
+
 def rope_rule(x: tuple[int, ...], cos: tuple[int, ...], sin: tuple[int, ...]) -> Rule:
     """rope (L6.1): the output is shaped like x; the tables broadcast *to* x's (even, odd)
     pairs, never beyond them. ShapeError for an odd last axis or tables that would widen
@@ -317,6 +324,8 @@ def rope_rule(x: tuple[int, ...], cos: tuple[int, ...], sin: tuple[int, ...]) ->
         raise ShapeError("x", f"rope: the last axis of x holds (even, odd) coordinate pairs and"
                               f" must have even length; x has shape {x}")
     pairs = (*x[:-1], x[-1] // 2)
+    if _fits(cos, pairs) and _fits(sin, pairs):  # the common case, without NumPy's call
+        return Rule(x, {"x": ()})
     if np.broadcast_shapes(pairs, cos, sin) != pairs:                 # NumPy's error if they clash
         clash = [n for n, t in (("cos", cos), ("sin", sin))
                  if np.broadcast_shapes(pairs, t) != pairs]

@@ -40,10 +40,14 @@ def unbroadcast(grad: np.ndarray, shape: tuple[int, ...]) -> np.ndarray:
     >>> unbroadcast(np.ones((2, 3)), (2, 1)).tolist()
     [[3.0], [3.0]]
     """
-    if grad.shape == shape:
+    gshape = grad.shape
+    if gshape == shape:
         return grad
+    extra = len(gshape) - len(shape)
+    if extra > 0 and shape and gshape[extra:] == shape:  # only leading axes were added
+        return grad.sum(axis=0 if extra == 1 else tuple(range(extra)))
     # one sum over every expanded axis; reshape drops the leading ones keepdims kept
-    return grad.sum(axis=summed_axes(grad.shape, shape), keepdims=True).reshape(shape)
+    return grad.sum(axis=summed_axes(gshape, shape), keepdims=True).reshape(shape)
 
 
 BackwardFn = Callable[[np.ndarray], Sequence["np.ndarray | None"]]
@@ -106,7 +110,7 @@ class Tensor:
         Called once per op, so it is kept lean (a loop, not `any()` over a generator).
         """
         t = cls.__new__(cls)
-        if type(data) is not np.ndarray or data.dtype != np.float64:
+        if type(data) is not np.ndarray or data.dtype is not _F64:
             data = np.asarray(data, dtype=np.float64)
         data.setflags(write=False)  # backward closures keep it: never change it in place
         t._data = data
@@ -320,21 +324,24 @@ class Tensor:
                 "backward(): this tensor does not require grad; make an input with "
                 "Tensor(..., requires_grad=True) and do not build it under no_grad"
             )
+        data = self._data
         if grad_output is None:
-            if self.data.size != 1:
+            if data.size != 1:
                 raise ValueError(
-                    f"backward(): the output has shape {self.shape}, not one element; pass "
+                    f"backward(): the output has shape {data.shape}, not one element; pass "
                     "grad_output (an array of that shape) or reduce it first, e.g. .sum()"
                 )
-            seed = np.ones_like(self.data)
+            seed = np.ones(data.shape)
         else:
             if isinstance(grad_output, Tensor):
-                grad_output = grad_output.data
-            seed = np.asarray(grad_output, dtype=np.float64)
-            if seed.shape != self.shape:
+                grad_output = grad_output._data
+            seed = grad_output
+            if type(seed) is not np.ndarray or seed.dtype is not _F64:
+                seed = np.asarray(seed, dtype=np.float64)
+            if seed.shape != data.shape:
                 raise ValueError(
                     f"backward(): grad_output has shape {seed.shape} but the output has "
-                    f"shape {self.shape}; they must match"
+                    f"shape {data.shape}; they must match"
                 )
 
         # Gradients waiting for their node (tensors hash by identity). A leaf is handed
@@ -345,6 +352,23 @@ class Tensor:
         # (An id freed and reused only costs a needless copy: an array sent twice is
         # alive both times.) Backward closures return new arrays or views of `g`, never
         # an array they keep: the contract every op in glassllm.autograd follows.
+        fn = self._backward
+        parents = self._parents
+        if fn is not None and not self._retain and _distinct_leaves(parents):
+            # One op on leaves (every sandbox op call, the last step of many graphs):
+            # the same rules as the walk below, without its bookkeeping.
+            pgs = fn(seed)
+            if len(pgs) != len(parents):
+                raise AssertionError(f"{self._op} backward gave {len(pgs)} gradients")
+            for i, parent in enumerate(parents):
+                pg = pgs[i]
+                if pg is None or not parent.requires_grad:
+                    continue
+                if pg.shape != parent._data.shape:
+                    _check_shape(self, pg, parent)
+                alone = pg is not seed and (len(pgs) == 1 or pgs[1 - i] is not pg)
+                _give_leaf(parent, pg, alone)
+            return
         grads: dict[Tensor, np.ndarray] = {self: seed}
         sent: set[int] = {id(seed)}
         shared: set[int] = {id(seed)}
@@ -353,23 +377,16 @@ class Tensor:
             if g is None:
                 continue
             backward = node._backward
-            if backward is None or node._retain:  # a leaf, or asked to keep it
-                if node._grad is not None:
-                    node._grad = node._grad + g
-                elif backward is None and id(g) not in shared and _owned(g):
-                    node._grad = g  # handed over: nobody else holds this array
-                else:
-                    node._grad = np.array(g, dtype=np.float64)
-            if backward is None:
+            if backward is None:  # a leaf
+                _give_leaf(node, g, id(g) not in shared)
                 continue
+            if node._retain:  # asked to keep its gradient: always its own copy
+                node._grad = np.array(g, dtype=np.float64) if node._grad is None else node._grad + g
             for parent, pg in zip(node._parents, backward(g), strict=True):
                 if pg is None or not parent.requires_grad:
                     continue
-                if pg.shape != parent._data.shape:  # an op's bug, never the user's
-                    raise AssertionError(
-                        f"{node._op} backward gave a gradient of shape {pg.shape} "
-                        f"for an input of shape {parent._data.shape}"
-                    )
+                if pg.shape != parent._data.shape:
+                    _check_shape(node, pg, parent)
                 key = id(pg)
                 if key in sent:
                     shared.add(key)
@@ -457,9 +474,43 @@ class Tensor:
         return _ops().transpose(self, None)
 
 
-def _owned(g: np.ndarray) -> bool:
-    """True when `g` is a float64 buffer of its own (not a view, not read-only data)."""
-    return g.flags.owndata and g.flags.writeable and g.dtype == np.float64
+_F64 = np.dtype(np.float64)
+
+
+def _give_leaf(leaf: Tensor, g: np.ndarray, alone: bool) -> None:
+    """Add `g` into `leaf.grad`; hand the array over when it is `alone` and its own buffer.
+
+    `alone`: no other input or the caller holds this array (the engine's bookkeeping).
+    Its own buffer: float64, not a view (`base is None`), writeable. Anything else is
+    copied, so a leaf's `.grad` is always an array only that leaf holds.
+    """
+    if leaf._grad is not None:
+        leaf._grad = leaf._grad + g
+    elif alone and g.base is None and g.dtype is _F64 and g.flags.writeable:
+        leaf._grad = g  # handed over: nobody else holds this array
+    else:
+        leaf._grad = np.array(g, dtype=np.float64)
+
+
+def _check_shape(node: Tensor, pg: np.ndarray, parent: Tensor) -> None:
+    """An op's backward must give each input a gradient of its shape (an op's bug, never
+    the user's)."""
+    if pg.shape != parent._data.shape:
+        raise AssertionError(
+            f"{node._op} backward gave a gradient of shape {pg.shape} "
+            f"for an input of shape {parent._data.shape}"
+        )
+
+
+def _distinct_leaves(parents: tuple[Tensor, ...]) -> bool:
+    """True for one or two parents that are leaves and not the same tensor (add(x, y))."""
+    n = len(parents)
+    if n == 1:
+        return parents[0]._backward is None
+    if n == 2:
+        a, b = parents
+        return a._backward is None and b._backward is None and a is not b
+    return False
 
 
 def _topological_order(root: Tensor) -> list[Tensor]:

@@ -23,22 +23,25 @@ async def read_body(request: Request, settings: Settings, op: str | None = None)
     `op`: the registry op the path names, if any, so the refusal names it like every other.
     """
     limit = settings.max_body_bytes
-    too_big = ApiError(413, "body_too_large", f"the request body exceeds {limit} bytes"
-                       " (GLASSLLM_MAX_BODY_BYTES)", op=op, input="request body",
-                       headers={"Connection": "close"})
     declared = request.headers.get("content-length")
     if declared is not None and declared.isdigit() and int(declared) > limit:
-        raise too_big
+        raise _too_big(limit, op)
     chunks, size = [], 0
     try:
         async for chunk in request.stream():
             size += len(chunk)
             if size > limit:
-                raise too_big
+                raise _too_big(limit, op)
             chunks.append(chunk)
     except ClientDisconnect:
         raise ClientGone("while sending its body") from None  # a 499 in the log, not a 500
     return b"".join(chunks)
+
+
+def _too_big(limit: int, op: str | None) -> ApiError:
+    return ApiError(413, "body_too_large", f"the request body exceeds {limit} bytes"
+                    " (GLASSLLM_MAX_BODY_BYTES)", op=op, input="request body",
+                    headers={"Connection": "close"})
 
 
 def check_depth(body: bytes, settings: Settings, op: str | None = None) -> None:

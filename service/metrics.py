@@ -27,6 +27,7 @@ from starlette.requests import Request
 from starlette.responses import Response
 
 _m: dict[str, Any] = {}          # the metric objects, made once per process by enable()
+_children: dict[tuple[str, ...], Any] = {}  # (metric, *labels) -> its labelled child
 BUCKETS = (.001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10)
 
 
@@ -55,25 +56,34 @@ def enable() -> None:
         _m["refusals"].labels(reason)
 
 
+def _child(*key: str) -> Any:
+    """``_m[key[0]].labels(*key[1:])``, kept: the label sets are bounded (see above), and a
+    dict lookup is a fraction of the client library's locked `labels()` on every request."""
+    child = _children.get(key)
+    if child is None:
+        child = _children[key] = _m[key[0]].labels(*key[1:])
+    return child
+
+
 def record_request(route: str, op: str, status: int, seconds: float) -> None:
     if _m:
-        _m["requests"].labels(route, op, str(status)).inc()
-        _m["duration"].labels(route, op).observe(seconds)
+        _child("requests", route, op, str(status)).inc()
+        _child("duration", route, op).observe(seconds)
 
 
 def queue_depth(lane: str, delta: int) -> None:
     if _m:
-        _m["queue"].labels(lane).inc(delta)
+        _child("queue", lane).inc(delta)
 
 
 def slot_taken(lane: str) -> None:
     if _m:
-        _m["busy"].labels(lane).inc()
+        _child("busy", lane).inc()
 
 
 def slot_released(lane: str) -> None:
     if _m:
-        _m["busy"].labels(lane).dec()
+        _child("busy", lane).dec()
 
 
 def slots_capacity(n: int) -> None:
@@ -83,7 +93,7 @@ def slots_capacity(n: int) -> None:
 
 def slot_waited(lane: str, seconds: float) -> None:
     if _m:
-        _m["wait"].labels(lane).observe(seconds)
+        _child("wait", lane).observe(seconds)
 
 
 def refused(reason: str) -> None:

@@ -7,6 +7,7 @@ a `SettingsError` that names the variable, the value and the rule.
 
 from __future__ import annotations
 
+import functools
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
@@ -110,12 +111,20 @@ class Settings(StrictSettings):
 
     @property
     def limits(self) -> Limits:
-        """The library's `Limits` of one request, from these settings."""
-        same = ("max_array_elements", "max_result_elements", "max_matmul_madds",
-                "max_check_elements")                 # settings named as the library's
-        return Limits(**{name: getattr(self, name) for name in same},
-                      max_length=self.max_expression_length,
-                      max_graph_elements=self.max_result_elements)
+        """The library's `Limits` of one request, from these settings (one object per set
+        of values: every request asks)."""
+        return _limits(self.max_array_elements, self.max_result_elements,
+                       self.max_matmul_madds, self.max_check_elements,
+                       self.max_expression_length)
+
+
+@functools.lru_cache(maxsize=16)
+def _limits(max_array_elements: int, max_result_elements: int, max_matmul_madds: int,
+            max_check_elements: int, max_expression_length: int) -> Limits:
+    return Limits(max_array_elements=max_array_elements,
+                  max_result_elements=max_result_elements, max_matmul_madds=max_matmul_madds,
+                  max_check_elements=max_check_elements, max_length=max_expression_length,
+                  max_graph_elements=max_result_elements)
 
 
 def describe(exc: ValidationError) -> str:

@@ -218,15 +218,20 @@ def test_shape_axis_and_index_errors_are_numpys(call, err):
         call()
 
 
-@pytest.mark.parametrize("ids_shape", [(20,), (4, 6), (0,), (2, 3, 4)])
-def test_embedding_backward_equals_np_add_at(ids_shape):
+@pytest.mark.parametrize(
+    "ids_shape, d",
+    # small: np.add.at itself; (300,) x 20 and (16, 40) x 9 pass _AT_ELEMENTS (4096): the
+    # sorted reduceat path (issue 18)
+    [((20,), 3), ((4, 6), 3), ((0,), 3), ((2, 3, 4), 3), ((300,), 20), ((16, 40), 9)],
+)
+def test_embedding_backward_equals_np_add_at(ids_shape, d):
     rng = np.random.default_rng(7)
-    weight = Tensor(rng.normal(size=(7, 3)), requires_grad=True)
+    weight = Tensor(rng.normal(size=(7, d)), requires_grad=True)
     ids = rng.integers(-7, 7, size=ids_shape)
     out = ag.embedding(weight, ids)
     g = rng.normal(size=out.shape)
     out.backward(g)
-    expected = np.zeros((7, 3))
+    expected = np.zeros((7, d))
     np.add.at(expected, ids, g)
     np.testing.assert_allclose(weight.grad, expected, rtol=1e-14, atol=1e-15)
 
@@ -381,3 +386,16 @@ def test_zero_base_power_gradient_follows_pytorch():
         out.backward(np.ones(3))
     assert out.data.tolist() == [np.inf, 1.0, 0.0]
     assert t.grad.tolist() == [-np.inf, 0.0, 0.0]  # inf * log(0) = -inf; 0 where t >= 0
+
+
+@pytest.mark.parametrize("repeats", [1, 2, 3, 7])
+def test_repeat_kv_backward_is_exactly_the_sum_over_the_copies(repeats):
+    """L6.3, issue 18: the backward adds the copies one contiguous slice at a time; the
+    result is bit for bit `g.reshape(B, Hkv, repeats, n, dk).sum(axis=2)`, and the leaf
+    owns it."""
+    rng = np.random.default_rng(repeats)
+    x = Tensor(rng.normal(size=(2, 3, 5, 8)), requires_grad=True)
+    g = rng.normal(size=(2, 3 * repeats, 5, 8))
+    ag.repeat_kv(x, repeats).backward(g)
+    np.testing.assert_array_equal(x.grad, g.reshape(2, 3, repeats, 5, 8).sum(axis=2))
+    assert x.grad.flags.writeable and not np.shares_memory(x.grad, g)

@@ -357,3 +357,26 @@ def test_one_op_on_leaves_gets_every_leaf_once_and_shared_uses_summed():
     x.grad = None
     ag.neg(ag.mul(x, x)).backward(np.ones((2, 2)))               # two ops: the full walk
     np.testing.assert_array_equal(x.grad, -2 * x.data)
+
+
+def test_one_op_on_leaves_copies_an_array_it_sends_to_both_inputs_and_accumulates():
+    """Issue 18 (the engine's shortcut for one op on leaves): a new array a backward
+    returns for both inputs is one array two leaves would share, so each gets a copy; a
+    leaf that already holds a gradient gets the sum (L0.5)."""
+    a = Tensor([1.0, 2.0], requires_grad=True)
+    b = Tensor([3.0, 4.0], requires_grad=True)
+    out = ag.add(a, b)
+    made = []
+
+    def twice(g):
+        new = g * 2.0  # a fresh array, sent to both inputs
+        made.append(new)
+        return new, new
+
+    out._backward = twice
+    b.grad = np.array([100.0, 100.0])
+    out.backward(np.array([1.0, 5.0]))
+    assert a.grad is not made[0] and b.grad is not made[0]
+    assert a.grad.tolist() == [2.0, 10.0] and b.grad.tolist() == [102.0, 110.0]
+    a.grad[0] = -1.0
+    assert made[0].tolist() == [2.0, 10.0]

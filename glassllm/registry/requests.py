@@ -98,7 +98,9 @@ def compute_error(op: Op, names: Sequence[str], exc: Exception) -> ComputeError:
 
 def check_limits(plan: Plan, limits: Limits | None = None, **fields: int) -> None:
     """Refuse a plan over `limits` (fields may override single limits), naming the inputs."""
-    limits = replace(limits or Limits(), **fields)
+    limits = limits or Limits()
+    if fields:
+        limits = replace(limits, **fields)
     for names, n in ((", ".join(plan.blame), plan.size), *plan.sizes):
         if n > limits.max_result_elements:
             raise LimitError(names, f"would produce {n} elements; the limit is"
@@ -219,7 +221,7 @@ def run(prepared: Prepared | Op, args: dict[str, Any] | None = None,
                 return RunResult(_data(op.fn(*call)), {})
         out = op.fn(*call)
         value = _data(out)
-        seed = np.ones_like(value) if prepared.grad_output is None else prepared.grad_output
+        seed = np.ones(value.shape) if prepared.grad_output is None else prepared.grad_output
         out.backward(seed)
     except (InputError, MemoryError):
         raise
