@@ -110,7 +110,7 @@ def gradcheck(
     for i in checked:
         x = args[i]
         analytic = x.grad if x.grad is not None else np.zeros_like(x.data)
-        numeric = np.zeros_like(x.data)
+        numeric = np.zeros(x.data.shape)  # C order: `num` below is a view of it, never a copy
         base = x.data  # read-only: perturb a copy and swap it in
         flat, num = base.reshape(-1).copy(), numeric.reshape(-1)
         for j in range(flat.size):

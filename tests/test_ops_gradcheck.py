@@ -196,3 +196,15 @@ def test_gradcheck_leaves_callers_tensors_untouched_and_validates():
         gradcheck(ag.exp, Tensor([1.0]))
     with pytest.raises(ValueError, match="grad_output has shape"):
         gradcheck(ag.exp, x, grad_output=np.ones(3))
+
+
+def test_gradcheck_reads_a_fortran_ordered_input_as_any_other():
+    """gradcheck's numeric gradient of an input whose data is Fortran-ordered (a Tensor made
+    from `arr.T`) is the real one, not zeros (its buffer was a copy the loop never saw)."""
+    from glassllm.gradcheck import gradcheck
+
+    x = Tensor(np.arange(6.0).reshape(3, 2).T, requires_grad=True)  # (2, 3), F order
+    assert x.data.flags.f_contiguous and not x.data.flags.c_contiguous
+    report = gradcheck(lambda t: ag.mul(t, t), x)
+    np.testing.assert_allclose(report.inputs[0].numeric, 2 * x.data, rtol=1e-6)
+    assert report.passed
