@@ -198,7 +198,10 @@ def from_wire(value: Any, name: str = "value") -> np.ndarray:
         kind = {"float": "tensor", "int": "int_array", "bool": "bool_mask"}[
             BASE64_DTYPES.get(value.get("dtype"), ("", "float"))[1]]
         return coerce(kind, name, value)
-    return coerce("tensor", name, value)
+    # An answer's JSON arrays hold numbers and the non-finite tokens, never true / false
+    # (the sandbox writes float64): NumPy's own conversion, with the exact path only for
+    # the tokens.
+    return coerce("tensor", name, value, maybe_bools=False)
 
 
 @dataclass
