@@ -793,10 +793,12 @@ _AT_ELEMENTS = 4096  # measured: np.add.at and the sorted sum cost the same at 6
 def _scatter_add_rows(shape: tuple[int, ...], ids: np.ndarray, g: np.ndarray) -> np.ndarray:
     """zeros(shape) with row g[i] added into row ids[i], repeated ids accumulating.
 
-    Same result as `np.add.at(out, ids, g)`. For many rows it is computed faster: sort
-    the ids (stably, so each row's contributions keep their order), then sum each run
-    of equal ids at once with `np.add.reduceat`. A few elements (up to `_AT_ELEMENTS`)
-    go straight to `np.add.at`, whose one call beats the sort's six there.
+    The sums of `np.add.at(out, ids, g)`. A few elements (up to `_AT_ELEMENTS`) go
+    straight to `np.add.at`, whose one call beats the sort's six there. For more, it is
+    computed faster: sort the ids (stably), sum each run of equal ids at once with
+    `np.add.reduceat`, and add the sums into the zeros. `reduceat` may add a run's rows
+    in another order than `add.at`'s one by one, so the last bit of a row with several
+    contributions can differ between the two paths (as between any two sum orders).
     """
     out = np.zeros(shape)  # (V, d)
     flat = ids.reshape(-1) % shape[0]  # (M,), negative ids counted from the end (L3.3)
@@ -809,7 +811,8 @@ def _scatter_add_rows(shape: tuple[int, ...], ids: np.ndarray, g: np.ndarray) ->
     order = np.argsort(flat, kind="stable")
     sorted_ids = flat[order]
     starts = np.flatnonzero(np.concatenate(([True], sorted_ids[1:] != sorted_ids[:-1])))
-    out.reshape(shape[0], -1)[sorted_ids[starts]] = np.add.reduceat(rows[order], starts, axis=0)
+    # += into the zeros (each id once): 0.0 + sum, so an all -0.0 run gives +0.0 as add.at
+    out.reshape(shape[0], -1)[sorted_ids[starts]] += np.add.reduceat(rows[order], starts, axis=0)
     return out
 
 
@@ -851,6 +854,9 @@ def masked_fill(a: Any, mask: Any, value: Any) -> Tensor:
 # L4  Distributions and activations
 # ============================================================================
 def _softmax_data(x: np.ndarray, axis: int) -> np.ndarray:
+    if x.ndim == 0:  # one entry: NumPy checks the axis (0 or -1), then as a 1-element row
+        x.max(axis=axis)
+        return _softmax_data(x.reshape(1), 0).reshape(())
     if x.size == 0:  # a zero-length axis (or batch): an empty result, as PyTorch
         np.sum(x, axis=axis)  # NumPy still checks the axis (AxisError)
         return np.array(x, dtype=np.float64)
@@ -1005,7 +1011,8 @@ def relu(a: Any) -> Tensor:
     Shapes: out like a.
 
     Backward:
-        a: g * (a > 0)      (the gradient at exactly 0 is 0, as in PyTorch)
+        a: where(out <= 0, 0, g)   (0 at exactly 0, and g passes at NaN: PyTorch's
+           threshold_backward, also for an infinite or NaN g where out <= 0)
 
     Example:
         >>> x = Tensor([-1.0, 0.0, 2.0], requires_grad=True)
@@ -1016,11 +1023,13 @@ def relu(a: Any) -> Tensor:
     Clauses: L4.2 (activations); Nair & Hinton 2010.
     """
     a = _t(a)
-    positive = a.data > 0  # saved for backward
-    out = np.maximum(a.data, 0.0)  # NaN propagates and relu(-0.0) = -0.0, as in torch.relu
+    # a where a < 0 is false, else 0: NaN propagates and relu(-0.0) = -0.0, as torch.relu
+    # (np.maximum(-0.0, 0.0) would give +0.0)
+    out = np.where(a.data < 0, 0.0, a.data)
+    blocked = out <= 0  # saved for backward; NaN is not blocked
 
     def backward(g: np.ndarray):
-        return (g * positive,)
+        return (np.where(blocked, 0.0, g),)
 
     return Tensor._make(out, (a,), "relu", backward)
 

@@ -38,7 +38,7 @@ from glassllm.errors import InputError, ShapeError
 
 __all__ = ["Rule", "ShapeError", "broadcast_rule", "cross_entropy_rule", "index_shape",
            "matmul_cost", "matmul_promoted", "matmul_rule", "matmul_shape", "positive_count",
-           "probe", "reduce_shape", "repeat_kv_rule", "rope_rule", "summed_axes"]
+           "probe", "reduce_shape", "repeat_kv_rule", "rope_rule", "summed_axes", "zero_d_axis"]
 
 _ZERO_BYTES = np.dtype([])
 MAX_DIMS = 64                                    # NumPy's limit on an array's dimensions
@@ -95,9 +95,17 @@ def broadcast_rule(shapes: dict[str, tuple[int, ...]], tensors: Sequence[str]) -
     return Rule(out, {name: summed_axes(out, tuple(shapes[name])) for name in tensors})
 
 
+def zero_d_axis(axis: Any) -> bool:
+    """An int 0 or -1: what NumPy's reductions and softmax's axis accept on a 0-d array."""
+    return isinstance(axis, int | np.integer) and not isinstance(axis, bool) and axis in (0, -1)
+
+
 def reduce_shape(shape: tuple[int, ...], axis: Any, keepdims: bool = False) -> tuple[int, ...]:
     """The shape a reduction (tsum, mean, max) over `axis` leaves; NumPy's AxisError for
-    an axis out of range or repeated (L2.1)."""
+    an axis out of range or repeated (L2.1). NumPy's one quirk is kept: a 0-d array takes
+    the single axis 0 or -1 (not in a tuple) and is its own reduction."""
+    if not shape and zero_d_axis(axis):
+        return ()
     axes = tuple(range(len(shape))) if axis is None else normalize_axis_tuple(axis, len(shape))
     return tuple(1 if i in axes else n for i, n in enumerate(shape) if keepdims or i not in axes)
 

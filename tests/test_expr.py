@@ -549,3 +549,15 @@ def test_index_variables_are_read_as_a_mask_or_ids_by_their_leaves():
     with pytest.raises(E.ExprError) as refused:
         E.evaluate("x[ids]", {"x": x, "ids": [0.5, 1.0]})
     assert refused.value.input == "variables.ids" and status_of(refused.value) == 422
+
+
+def test_the_sandbox_reduces_a_0d_input_over_axis_0_like_the_library(client):
+    """H2 over L2.1 / L4.1: max, tsum, mean and softmax of a 0-d x over axis 0 / -1 answer
+    (PyTorch: amax(t, 0) = t with gradient 1, softmax(t, -1) = 1 with gradient 0)."""
+    for expression, value, grad in (("max(x, axis=0)", 3.0, 1.0), ("tsum(x, axis=-1)", 3.0, 1.0),
+                                    ("mean(x, axis=0)", 3.0, 1.0), ("softmax(x)", 1.0, 0.0)):
+        r = client.post("/api/v1/eval", json={"expression": expression, "variables": {"x": 3.0}})
+        assert r.status_code == 200, r.text
+        assert r.json()["value"] == value and r.json()["grads"] == {"x": grad}
+    r = client.post("/api/v1/eval", json={"expression": "tsum(x, axis=1)", "variables": {"x": 3.0}})
+    assert r.status_code == 400 and "axis 1" in r.json()["error"]["message"]

@@ -399,3 +399,41 @@ def test_repeat_kv_backward_is_exactly_the_sum_over_the_copies(repeats):
     ag.repeat_kv(x, repeats).backward(g)
     np.testing.assert_array_equal(x.grad, g.reshape(2, 3, repeats, 5, 8).sum(axis=2))
     assert x.grad.flags.writeable and not np.shares_memory(x.grad, g)
+
+
+def test_relu_keeps_negative_zero_and_passes_the_gradient_at_nan_like_pytorch():
+    """L4.2: torch.relu(-0.0) is -0.0 and NaN propagates; its backward is
+    threshold_backward, where(out <= 0, 0, g): g passes at NaN, and an infinite g at a
+    blocked position gives 0, not NaN (PyTorch 2.13's numbers)."""
+    x = Tensor([-0.0, np.nan, -1.0, 2.0, 0.0], requires_grad=True)
+    out = ag.relu(x)
+    out.backward(np.array([1.0, 1.0, np.inf, 1.0, 5.0]))
+    np.testing.assert_array_equal(out.data, [-0.0, np.nan, 0.0, 2.0, 0.0])
+    assert np.signbit(out.data).tolist() == [True, False, False, False, False]
+    assert x.grad.tolist() == [0.0, 1.0, 0.0, 1.0, 0.0]
+
+
+def test_max_and_softmax_of_a_0d_tensor_over_axis_0_like_pytorch():
+    """L2.5, L4.1: a 0-d input reduced over axis 0 / -1 is itself (torch.amax(t, 0) = t,
+    torch.softmax(t, -1) = 1 with gradient 0); another axis is NumPy's AxisError."""
+    for keepdims in (False, True):
+        x = Tensor(2.5, requires_grad=True)
+        out = ag.max(x, axis=0, keepdims=keepdims)
+        out.backward()
+        assert out.data.shape == () and out.item() == 2.5 and x.grad.tolist() == 1.0
+    x = Tensor(3.0, requires_grad=True)
+    out = ag.softmax(x)
+    out.backward()
+    assert out.item() == 1.0 and x.grad.tolist() == 0.0
+    assert ag.softmax_np(3.0).tolist() == 1.0
+    with pytest.raises(np.exceptions.AxisError):
+        ag.softmax(Tensor(3.0), axis=1)
+
+
+def test_embedding_backward_sums_into_zeros_on_both_paths():
+    """L3.3: a row whose contributions are all -0.0 sums to +0.0 (0.0 + ...), as np.add.at
+    does, on the np.add.at path (4096 elements) and the sorted path (4097)."""
+    for n in (4096, 4097):
+        weight = Tensor(np.zeros((3, 1)), requires_grad=True)
+        ag.embedding(weight, np.zeros(n, dtype=np.int64)).backward(np.full((n, 1), -0.0))
+        assert not np.signbit(weight.grad[0, 0])

@@ -59,9 +59,11 @@ def _unary(draw, name="a"):
 
 
 def _along_axis(draw, name="a"):
+    """softmax's axis: valid where NumPy's sum over it is (a 0-d array takes 0 and -1, as
+    torch.softmax(t, -1) does on a 0-d t), shape unchanged."""
     s = draw(shapes)
     axis = draw(st.integers(-len(s) - 1, len(s)))
-    return {name: rand(s), "axis": axis}, lambda: np.moveaxis(np.ones(s), axis, -1).shape and s
+    return {name: rand(s), "axis": axis}, lambda: np.sum(np.ones(s), axis=axis) is not None and s
 
 
 def _reduce(draw):
@@ -396,3 +398,20 @@ def test_prepare_knows_the_cost_before_any_compute():
                                            "b": np.ones((3, 4)).tolist()})
     assert prepared.cost == (8 + 8 + 6 + 12, 72)
     assert R.run(prepared).value.tolist() == np.full((2, 4), 3.0).tolist()
+
+
+def test_a_0d_array_takes_axis_0_or_minus_1_as_numpy_does():
+    """L2.1: NumPy reduces a 0-d array over the single axis 0 or -1 (to itself) but not over
+    (0,) or 1; reduce_shape, and the service's plans built on it, say the same."""
+    import numpy as np
+
+    from glassllm.shapes import reduce_shape
+
+    for axis in (0, -1, np.int64(0), None, ()):
+        assert reduce_shape((), axis) == np.sum(np.array(3.0), axis=axis).shape == ()
+    for axis in ((0,), (-1,), 1, -2):
+        with pytest.raises(np.exceptions.AxisError):
+            np.sum(np.array(3.0), axis=axis)
+        with pytest.raises(np.exceptions.AxisError):
+            reduce_shape((), axis)
+

@@ -30,6 +30,7 @@ from glassllm.shapes import (
     reduce_shape,
     repeat_kv_rule,
     rope_rule,
+    zero_d_axis,
 )
 
 __all__ = ["PLANS", "elementwise", "same_as"]
@@ -61,7 +62,8 @@ def _reduce(args: dict) -> Plan:
 def _along_axis(args: dict) -> Plan:
     name = "a" if "a" in args else "x"
     shape = _shape(args, name)
-    normalize_axis_index(args.get("axis", -1), len(shape))
+    if shape or not zero_d_axis(args.get("axis", -1)):  # a 0-d input takes axis 0 / -1
+        normalize_axis_index(args.get("axis", -1), len(shape))
     return Plan(shape, (name,))
 
 
