@@ -84,13 +84,18 @@ def test_fused_attention_refuses_shapes_that_do_not_group():
         causal_attention(Tensor(np.zeros((4, 3, 2))), q, q)
 
 
-def test_model_loss_and_gradients_match_with_the_composed_attention():
-    """A probe that changes nothing forces the composed path: same loss, same gradients."""
+def _twin_models():
+    """Two identical small GQA models (same seed) and one batch: one runs fused, one not."""
     config = GlassConfig(d_model=16, n_layers=2, n_heads=4, n_kv_heads=2, ffn_hidden=24,
                          max_seq_len=8, vocab=32, seed=3)
     rng = np.random.default_rng(0)
     ids, targets = rng.integers(0, 32, size=(2, 8)), rng.integers(0, 32, size=(2, 8))
-    fused_model, composed_model = GlassLM(config), GlassLM(config)
+    return GlassLM(config), GlassLM(config), ids, targets
+
+
+def test_model_loss_and_gradients_match_with_the_composed_attention():
+    """A probe that changes nothing forces the composed path: same loss, same gradients."""
+    fused_model, composed_model, ids, targets = _twin_models()
     fused_loss = fused_model.loss(ids, targets)
     fused_loss.backward()
     token = ATTENTION_PROBE.set(lambda weights: weights)
@@ -201,11 +206,7 @@ def test_fused_swiglu_equals_the_composed_ops_for_any_shape(lead, d, F, data):
 
 def test_model_loss_and_gradients_match_with_the_composed_swiglu(monkeypatch):
     """The whole model with swiglu composed from autograd's ops: same loss, same gradients."""
-    config = GlassConfig(d_model=16, n_layers=2, n_heads=4, n_kv_heads=2, ffn_hidden=24,
-                         max_seq_len=8, vocab=32, seed=3)
-    rng = np.random.default_rng(0)
-    ids, targets = rng.integers(0, 32, size=(2, 8)), rng.integers(0, 32, size=(2, 8))
-    fused_model, composed_model = GlassLM(config), GlassLM(config)
+    fused_model, composed_model, ids, targets = _twin_models()
     fused_loss = fused_model.loss(ids, targets)
     fused_loss.backward()
     monkeypatch.setattr(layers, "fused_swiglu", swiglu_composed)

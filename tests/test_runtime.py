@@ -26,13 +26,18 @@ print(libc.mallinfo2().fordblks)
 """
 
 
+def _run(script: str, mode: str) -> subprocess.CompletedProcess:
+    """`script` in a fresh interpreter (its allocator untouched by this one), asserting it ran."""
+    out = subprocess.run([sys.executable, "-c", script, mode], capture_output=True, text=True,
+                         timeout=60)
+    assert out.returncode == 0, out.stderr
+    return out
+
+
 @pytest.mark.skipif(platform.libc_ver()[0] != "glibc", reason="glibc's allocator only")
 def test_tune_malloc_keeps_freed_arrays_in_the_heap_and_import_changes_nothing():
     def kept(mode: str) -> int:
-        out = subprocess.run([sys.executable, "-c", PROBE, mode], capture_output=True,
-                             text=True, timeout=60)
-        assert out.returncode == 0, out.stderr
-        return int(out.stdout)
+        return int(_run(PROBE, mode).stdout)
 
     assert kept("untuned") < 1 << 21  # importing glassllm does not touch the allocator
     assert kept("tuned") >= 1 << 22  # the freed 4 MiB stayed for reuse
@@ -62,10 +67,7 @@ ctypes.CDLL(None).malloc_stats()
 @pytest.mark.skipif(platform.libc_ver()[0] != "glibc", reason="glibc's allocator only")
 def test_tune_malloc_caps_the_arenas_and_trim_gives_memory_back():
     def arenas(mode: str) -> int:
-        out = subprocess.run([sys.executable, "-c", ARENAS, mode], capture_output=True,
-                             text=True, timeout=60)
-        assert out.returncode == 0, out.stderr
-        return out.stderr.count("Arena ")
+        return _run(ARENAS, mode).stderr.count("Arena ")
 
     assert arenas("untuned") > 2          # glibc's default: up to 8 per core
     assert arenas("tuned") == 1
