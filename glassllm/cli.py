@@ -36,7 +36,8 @@ from pathlib import Path
 
 import numpy as np
 
-from glassllm.layers import GlassConfig, GlassLM
+from glassllm.layers import GlassConfig
+from glassllm.modules import GlassLM
 from glassllm.runtime import tune_malloc
 from glassllm.tokenizer import ByteTokenizer
 from glassllm.train import TrainingDiverged, default_corpus, train

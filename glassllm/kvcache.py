@@ -28,7 +28,8 @@ import numpy as np
 
 from glassllm import Tensor, no_grad
 from glassllm.autograd import repeat_kv, reshape, rope, softmax_np, transpose
-from glassllm.layers import GlassLM, linear, rms_norm, rope_angles, swiglu
+from glassllm.layers import linear, rms_norm, rope_angles, swiglu
+from glassllm.modules import GlassLM
 
 __all__ = ["KVCache", "next_logits_cached"]
 

@@ -15,7 +15,7 @@ import numpy as np
 
 from glassllm import no_grad
 from glassllm.checks import check_int, check_real, id_array
-from glassllm.layers import GlassLM
+from glassllm.modules import GlassLM
 from glassllm.training import TrainingDiverged, get_batch, train_steps
 
 __all__ = ["TrainResult", "default_corpus", "train"]  # TrainingDiverged, get_batch: training.py

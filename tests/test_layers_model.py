@@ -420,3 +420,21 @@ def test_module_all_is_complete(name):
     }
     assert len(set(module.__all__)) == len(module.__all__)
     assert set(module.__all__) == public
+
+
+def test_the_modules_are_one_set_of_classes_from_either_import_path():
+    """L7: the module classes live in glassllm.modules and stay importable from
+    glassllm.layers (the same objects); importing glassllm.modules first works too."""
+    import subprocess
+    import sys
+
+    from glassllm import layers, modules
+
+    for name in modules.__all__:
+        assert getattr(layers, name) is getattr(modules, name)
+    with pytest.raises(AttributeError, match="no attribute 'Nope'"):
+        layers.Nope  # noqa: B018
+    out = subprocess.run([sys.executable, "-c", "import glassllm.modules as m; "
+                          "from glassllm.layers import GlassLM; print(GlassLM is m.GlassLM)"],
+                         capture_output=True, text=True, timeout=60)
+    assert out.stdout.strip() == "True", out.stderr

@@ -262,7 +262,7 @@ def _attention_model(req: AttentionRequest, limits: TrainSettings,
     else:
         config = _config(req.model, req.seed or 0)
         _check_size(config, limits)
-        from glassllm.layers import GlassLM
+        from glassllm.modules import GlassLM
         model = GlassLM(config)
     ids = ByteTokenizer().encode(req.prompt)
     n_max = model.config.max_seq_len
