@@ -291,6 +291,12 @@ def neg(a: Any) -> Tensor:
     Backward:
         a: -g
 
+    Example:
+        >>> x = Tensor([1.0, -2.0], requires_grad=True)
+        >>> neg(x).sum().backward()
+        >>> x.grad.tolist()
+        [-1.0, -1.0]
+
     Clauses: L1.1.
     """
     a = _t(a)
@@ -624,6 +630,15 @@ def reshape(a: Any, shape: Any) -> Tensor:
         a: g.reshape(a.shape)
 
     Raises: ValueError when the element counts differ (NumPy's message).
+
+    Example:
+        >>> x = Tensor([1.0, 2.0, 3.0, 4.0], requires_grad=True)
+        >>> y = reshape(x, (2, -1))
+        >>> y.shape
+        (2, 2)
+        >>> y.backward(np.array([[1.0, 2.0], [3.0, 4.0]]))
+        >>> x.grad.tolist()
+        [1.0, 2.0, 3.0, 4.0]
 
     Clauses: L2.2.
     """

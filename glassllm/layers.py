@@ -54,8 +54,16 @@ from glassllm.fused import rms_norm as fused_rms_norm
 from glassllm.fused import swiglu as fused_swiglu
 from glassllm.shapes import ShapeError, positive_count
 
-__all__ = [
+__all__ = [  # the module classes too: given by __getattr__ below, from glassllm.modules
+    "Attention",  # noqa: F822
+    "Block",  # noqa: F822
+    "Embedding",  # noqa: F822
     "GlassConfig",
+    "GlassLM",  # noqa: F822
+    "Linear",  # noqa: F822
+    "Module",  # noqa: F822
+    "RMSNorm",  # noqa: F822
+    "SwiGLU",  # noqa: F822
     "attention",
     "attention_shape",
     "linear",
@@ -574,3 +582,7 @@ def __getattr__(name: str) -> object:
 
         return getattr(modules, name)
     raise AttributeError(f"module 'glassllm.layers' has no attribute {name!r}")
+
+
+def __dir__() -> list[str]:
+    return sorted({*globals(), *_MODULES})

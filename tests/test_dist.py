@@ -40,3 +40,26 @@ def test_pip_installs_the_client_from_the_sandbox(url, tmp_path):
     out = subprocess.run([py, "-c", code], capture_output=True, text=True, check=True,
                          cwd=tmp_path).stdout.splitlines()
     assert str(venv) in out[0] and out[1] == "[-1.0]"
+
+
+def test_the_wheel_cache_is_named_by_the_code_so_other_code_never_gets_a_stale_wheel(
+        tmp_path, monkeypatch):
+    """Issue 12: the cache folder carries a digest of the wheel's files; a sandbox from other
+    code (another checkout, a newer commit, the same version number) builds its own wheel,
+    and the wheel holds this code's files (a QA run found a months-old wheel served)."""
+    from service.routes import dist
+
+    monkeypatch.setattr(dist.tempfile, "gettempdir", lambda: str(tmp_path))
+    dist._content_key.cache_clear()
+    first = dist.wheel()
+    assert first.parent.name == f"glassllm-dist-{dist.version()}-{dist._content_key()}"
+    with zipfile.ZipFile(first) as zf:
+        assert "glassllm/modules.py" in zf.namelist()
+        assert zf.read("glassllm/modules.py") == (dist.PACKAGES[0] / "modules.py").read_bytes()
+    real = dist._files
+    monkeypatch.setattr(dist, "_files", lambda: [*real(), ("glassllm/extra.py", first)])
+    dist._content_key.cache_clear()
+    try:
+        assert dist.wheel().parent != first.parent  # other code: another folder, a new build
+    finally:
+        dist._content_key.cache_clear()

@@ -407,7 +407,7 @@ def test_cli_reports_errors_without_traceback(tmp_path, capsys):
         main(["train", "--steps", "not-a-number"])
 
 
-@pytest.mark.parametrize("name", ["layers", "optim", "tokenizer", "train", "cli"])
+@pytest.mark.parametrize("name", ["layers", "modules", "optim", "tokenizer", "train", "cli"])
 def test_module_all_is_complete(name):
     # The order is ruff's (RUF022, isort-style); here: every public name, each once.
     import importlib
@@ -418,6 +418,7 @@ def test_module_all_is_complete(name):
         for attr, value in vars(module).items()
         if not attr.startswith("_") and getattr(value, "__module__", None) == module.__name__
     }
+    public |= set(getattr(module, "_MODULES", ()))  # layers also gives the module classes
     assert len(set(module.__all__)) == len(module.__all__)
     assert set(module.__all__) == public
 
@@ -434,6 +435,10 @@ def test_the_modules_are_one_set_of_classes_from_either_import_path():
         assert getattr(layers, name) is getattr(modules, name)
     with pytest.raises(AttributeError, match="no attribute 'Nope'"):
         layers.Nope  # noqa: B018
+    assert set(modules.__all__) <= set(layers.__all__) and set(modules.__all__) <= set(dir(layers))
+    star: dict = {}
+    exec("from glassllm.layers import *", star)  # the star import gives them too
+    assert star["GlassLM"] is modules.GlassLM
     out = subprocess.run([sys.executable, "-c", "import glassllm.modules as m; "
                           "from glassllm.layers import GlassLM; print(GlassLM is m.GlassLM)"],
                          capture_output=True, text=True, timeout=60)

@@ -16,7 +16,7 @@ def test_every_op_has_a_rule_for_each_differentiable_input_and_no_other():
 def test_rules_use_the_field_notation():
     assert R.OPS["matmul"].vjp == {"a": "unbroadcast(g @ bᵀ)", "b": "unbroadcast(aᵀ @ g)"}
     assert "out" in R.OPS["softmax"].vjp["a"] and "g" in R.OPS["softmax"].vjp["a"]
-    assert R.OPS["relu"].vjp["a"] == "g ⊙ (a > 0)"
+    assert R.OPS["relu"].vjp["a"] == "where(out ≤ 0, 0, g)"  # PyTorch's threshold_backward
 
 
 def test_the_ops_route_serves_the_rules():

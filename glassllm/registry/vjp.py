@@ -19,7 +19,7 @@ _ELEMENTWISE_UNARY = {
     "exp": "g ⊙ out",
     "log": "g / a",
     "sqrt": "g / (2 ⊙ out)",
-    "relu": "g ⊙ (a > 0)",
+    "relu": "where(out ≤ 0, 0, g)",
     "tanh": "g ⊙ (1 − out²)",
     "sigmoid": "g ⊙ out ⊙ (1 − out)",
     "silu": "g ⊙ (s + a ⊙ s ⊙ (1 − s)),  s = sigmoid(a)",

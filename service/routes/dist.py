@@ -6,12 +6,14 @@ an installed sandbox: a wheel is a zip of the package files plus a ``.dist-info`
 (PEP 427), and this module writes one from the ``glassllm`` and ``service`` packages as they
 are on disk, the page's files under ``service/static`` (where the real wheel puts them,
 pyproject.toml), and the installed distribution's own METADATA and entry points. It is
-built once, on the first request, into a cache folder under the temp dir.
+built once, on the first request, into a cache folder under the temp dir named by a digest
+of those files (so code that changed gets a wheel of its own).
 """
 
 from __future__ import annotations
 
 import base64
+import functools
 import hashlib
 import importlib.metadata
 import tempfile
@@ -103,9 +105,20 @@ def build(folder: Path) -> Path:
     return target
 
 
+@functools.cache
+def _content_key() -> str:
+    """A digest of every file the wheel holds (names and bytes), taken once per process:
+    the cache folder is named by it, so a sandbox started from other code — another
+    checkout, a newer commit with the same version number — never serves a stale wheel."""
+    digest = hashlib.sha256(version().encode())
+    for name, path in _files():
+        digest.update(name.encode() + b"\0" + path.read_bytes() + b"\0")
+    return digest.hexdigest()[:16]
+
+
 def wheel() -> Path:
-    """The cached wheel, built on first use (one build at a time)."""
-    folder = Path(tempfile.gettempdir()) / f"glassllm-dist-{version()}"
+    """The cached wheel of this code, built on first use (one build at a time)."""
+    folder = Path(tempfile.gettempdir()) / f"glassllm-dist-{version()}-{_content_key()}"
     path = folder / wheel_name()
     with _lock:
         if not path.is_file():
