@@ -149,11 +149,26 @@ class Admission:
         try:
             yield
         finally:
-            self.busy[lane] -= 1
-            metrics.slot_released(lane)
-            self._dispatch()
-            if self.on_release is not None:
-                self.on_release()
+            self.release(lane)
+
+    def take_free(self, cost: Cost) -> str | None:
+        """The common case without the queue: when `cost`'s lane has a free slot and no
+        one waits in it, take the slot and return the lane (give it back with `release`);
+        else None, and the caller waits in `slot`. The same grant `slot` would make."""
+        lane = self.lane_of(cost)
+        if not (self._free(lane) and not self.lanes[lane].waiting):
+            return None
+        self._grant(lane)
+        metrics.slot_waited(lane, 0.0)
+        return lane
+
+    def release(self, lane: str) -> None:
+        """Give a slot of `lane` back: the next waiter (if any) gets it."""
+        self.busy[lane] -= 1
+        metrics.slot_released(lane)
+        self._dispatch()
+        if self.on_release is not None:
+            self.on_release()
 
     async def _acquire(self, lane: str, client: str, request: Any) -> None:
         t0 = time.perf_counter()
@@ -217,6 +232,8 @@ class Admission:
     def _dispatch(self) -> None:
         """Give free slots to waiters; when both lanes may take one, the lane not served
         last goes first (large only while it holds fewer than capacity - 1 slots)."""
+        if not (self.lanes[SMALL].waiting or self.lanes[LARGE].waiting):
+            return                                   # the common case: an empty queue
         while True:
             order = (LARGE, SMALL) if self.last_lane == SMALL else (SMALL, LARGE)
             lane = next((ln for ln in order
@@ -267,9 +284,15 @@ async def run_admitted(request: Any, cost: Cost, fn: Any, *args: Any) -> Any:
     in its slot, its lane and its client's turn (the queue and its fairness are the same).
 
     Raises what `Admission.slot` raises (503 queue_full / queue_timeout, a hang-up)."""
-    async with request.app.state.admission.slot(cost=cost, client=client_key(request),
-                                                request=request):
-        if weight(cost) <= INLINE_COST:
+    admission, inline = request.app.state.admission, weight(cost) <= INLINE_COST
+    lane = admission.take_free(cost)
+    if lane is not None:      # a slot free and no one waiting in its lane: no queue at all
+        try:
+            return fn(*args) if inline else await run_in_threadpool(fn, *args)
+        finally:
+            admission.release(lane)
+    async with admission.slot(cost=cost, client=client_key(request), request=request):
+        if inline:
             return fn(*args)  # tiny: the thread hop would cost more than the work
         return await run_in_threadpool(fn, *args)
 

@@ -9,7 +9,7 @@ from typing import Any
 
 import anyio.to_thread
 import orjson
-from starlette.requests import ClientDisconnect, Request
+from starlette.requests import Request
 
 from service.admission import ClientGone
 from service.codec import json_depth
@@ -26,16 +26,20 @@ async def read_body(request: Request, settings: Settings, op: str | None = None)
     declared = request.headers.get("content-length")
     if declared is not None and declared.isdigit() and int(declared) > limit:
         raise _too_big(limit, op)
+    # The ASGI messages themselves (what Starlette's Request.stream reads, without its
+    # async generator): a small body is one message, returned as it came.
     chunks, size = [], 0
-    try:
-        async for chunk in request.stream():
-            size += len(chunk)
-            if size > limit:
-                raise _too_big(limit, op)
-            chunks.append(chunk)
-    except ClientDisconnect:
-        raise ClientGone("while sending its body") from None  # a 499 in the log, not a 500
-    return b"".join(chunks)
+    while True:
+        message = await request.receive()
+        if message["type"] == "http.disconnect":
+            raise ClientGone("while sending its body")       # a 499 in the log, not a 500
+        chunk = message.get("body", b"")
+        size += len(chunk)
+        if size > limit:
+            raise _too_big(limit, op)
+        if not message.get("more_body", False):
+            return b"".join((*chunks, chunk)) if chunks else chunk
+        chunks.append(chunk)
 
 
 def _too_big(limit: int, op: str | None) -> ApiError:
@@ -114,7 +118,7 @@ def _parse(body: bytes, settings: Settings, op: str | None) -> tuple[Any, bool]:
         _check_depth_cheaply(body, settings, op)      # too deep is named before invalid
         raise ApiError(422, "invalid_json", f"the body is not valid JSON: {exc}", op=op,
                        input="request body") from None
-    if not _needs_text_scan(parsed, settings.max_json_depth):
+    if len(body) > _SCAN_FREE and not _needs_text_scan(parsed, settings.max_json_depth):
         return parsed, False
     _check_depth_cheaply(body, settings, op)
     return parsed, b"true" in body or b"false" in body
@@ -128,6 +132,9 @@ def _check_depth_cheaply(body: bytes, settings: Settings, op: str | None) -> Non
 
 
 _SHORT, _SCALARS = 64, (str, int, float)
+# Below this many bytes the two byte scans (bracket count, true / false) cost less than
+# the walk of the parsed body that might spare them.
+_SCAN_FREE = 4096
 
 
 def _needs_text_scan(parsed: Any, limit: int) -> bool:

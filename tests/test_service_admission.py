@@ -421,3 +421,62 @@ def test_the_shared_thread_pool_is_bounded_by_the_compute_slots():
         with TestClient(create_app(settings)) as c:
             limiter = c.portal.call(anyio.to_thread.current_default_thread_limiter)
             assert limiter.total_tokens == threads
+
+
+def test_take_free_grants_a_free_slot_at_once_and_never_jumps_the_queue():
+    """`take_free` (run_admitted's path without the queue, issue 18) grants only what
+    `slot` would grant at once: a free slot in a lane where no one waits. With a waiter
+    in the lane it returns None, so the caller queues behind, in its client's turn."""
+    async def main():
+        adm = admission(capacity=2)
+        lane = adm.take_free(SMALL_COST)
+        assert lane == SMALL and adm.busy == {SMALL: 1, LARGE: 0}
+        assert adm.take_free(LARGE_COST) == LARGE        # capacity - 1 = 1 large slot
+        assert adm.take_free(SMALL_COST) is None         # both slots held
+        waiter = Holder(adm, "waiter", cost=SMALL_COST, client="w")
+        await until(lambda: adm.waiting == 1)
+        adm.release(SMALL)                               # the waiter gets it, not a newcomer
+        await until(lambda: waiter.admitted)
+        assert adm.take_free(SMALL_COST) is None and adm.waiting == 0
+        waiter.release()
+        await waiter.task
+        adm.release(LARGE)
+        assert adm.busy == {SMALL: 0, LARGE: 0} and adm.running == 0
+        assert adm.take_free(LARGE_COST) == LARGE        # a large slot is free again
+        assert adm.take_free(LARGE_COST) is None         # the last one stays for small work
+        adm.release(LARGE)
+    run(main())
+
+
+def test_release_runs_on_release_and_hands_the_slot_to_the_next_in_line():
+    async def main():
+        released: list[int] = []
+        adm = admission(capacity=1)
+        adm.on_release = lambda: released.append(adm.running)
+        lane = adm.take_free(SMALL_COST)
+        waiter = Holder(adm, "next", cost=SMALL_COST)
+        await until(lambda: adm.waiting == 1)
+        adm.release(lane)
+        assert released == [1]                  # the slot went straight to the waiter
+        await until(lambda: waiter.admitted)
+        waiter.release()
+        await waiter.task
+        assert released == [1, 0] and adm.running == 0
+    run(main())
+
+
+def test_the_lifespan_freezes_the_startup_objects_out_of_the_collector():
+    """issue 18: each full collection walked the app, the registry and the libraries
+    (36 ms, every few thousand small requests); after startup they are frozen."""
+    import gc
+
+    from fastapi.testclient import TestClient
+
+    from service.app import create_app
+
+    gc.unfreeze()
+    assert gc.get_freeze_count() == 0
+    with TestClient(create_app()) as c:
+        assert gc.get_freeze_count() > 10_000
+        assert c.get("/healthz").status_code == 200
+    gc.unfreeze()

@@ -62,3 +62,44 @@ def test_an_attention_seed_is_a_strict_integer(seed):
     with TestClient(create_app()) as c:
         r = c.post("/api/v1/model/attention", json={"prompt": "ab", "seed": seed})
     assert r.status_code == 422 and r.json()["error"]["input"] == "seed"
+
+
+def _asgi_post(app, path: str, messages: list[dict], headers: list) -> tuple[int, bytes]:
+    incoming, sent = list(messages), []
+
+    async def receive() -> dict:
+        return incoming.pop(0) if incoming else {"type": "http.disconnect"}
+
+    async def send(message: dict) -> None:
+        sent.append(message)
+
+    scope = {"type": "http", "method": "POST", "path": path, "raw_path": path.encode(),
+             "query_string": b"", "root_path": "", "scheme": "http", "http_version": "1.1",
+             "asgi": {"version": "3.0"}, "client": ("127.0.0.1", 9),
+             "server": ("testserver", 80), "headers": headers}
+    asyncio.run(app(scope, receive, send))
+    start = next(m for m in sent if m["type"] == "http.response.start")
+    return start["status"], b"".join(m.get("body", b"") for m in sent
+                                      if m["type"] == "http.response.body")
+
+
+def test_a_body_in_several_messages_is_read_whole():
+    """read_body joins the ASGI messages of a chunked upload (no Content-Length)."""
+    import orjson
+    parts = [b'{"inputs": {"a": [1.0, ', b'2.0], ', b'"b": [3.0, 4.0]}}']
+    messages = [{"type": "http.request", "body": p, "more_body": i < 2}
+                for i, p in enumerate(parts)]
+    status, body = _asgi_post(create_app(Settings()), "/api/v1/ops/mul", messages,
+                              [(b"content-type", b"application/json")])
+    assert status == 200
+    answer = orjson.loads(body)
+    assert answer["value"] == [3.0, 8.0] and answer["grads"] == {"a": [3.0, 4.0],
+                                                                 "b": [1.0, 2.0]}
+
+
+def test_a_chunked_body_over_the_limit_is_413_as_it_arrives():
+    messages = [{"type": "http.request", "body": b"[" * 60, "more_body": True},
+                {"type": "http.request", "body": b"[" * 60, "more_body": True}]
+    status, body = _asgi_post(create_app(Settings(max_body_bytes=100)), "/api/v1/ops/mul",
+                              messages, [(b"content-type", b"application/json")])
+    assert status == 413 and b"exceeds 100 bytes" in body
