@@ -28,6 +28,7 @@ import numpy as np
 
 from glassllm.shapes import (
     cross_entropy_rule,
+    embedding_weight_rule,
     matmul_promoted,
     reduce_shape,
     repeat_kv_rule,
@@ -780,8 +781,9 @@ def embedding(weight: Any, ids: Any) -> Tensor:
                 so a row used k times receives k contributions (L3.2)
         ids: not differentiable (L0.6)
 
-    Raises: TypeError if ids are not integers; IndexError for an id outside
-    [-V, V) (NumPy's rules, negative ids count from the end, L3.3).
+    Raises: ShapeError (a ValueError) unless weight is 2-D; TypeError if ids are not
+    integers; IndexError for an id outside [-V, V) (NumPy's rules, negative ids count
+    from the end, L3.3).
 
     Example:
         >>> weight = Tensor(np.zeros((4, 2)), requires_grad=True)
@@ -792,6 +794,7 @@ def embedding(weight: Any, ids: Any) -> Tensor:
     Clauses: L3.1-L3.3.
     """
     weight = _t(weight)
+    embedding_weight_rule(weight.data.shape)
     ids = _int_array(ids, "embedding", "ids")
     out = weight.data[ids]  # S + (d,)
     weight_data = weight.data  # saved for backward

@@ -36,9 +36,10 @@ from numpy.lib.array_utils import normalize_axis_tuple
 
 from glassllm.errors import InputError, ShapeError
 
-__all__ = ["Rule", "ShapeError", "broadcast_rule", "cross_entropy_rule", "index_shape",
-           "matmul_cost", "matmul_promoted", "matmul_rule", "matmul_shape", "positive_count",
-           "probe", "reduce_shape", "repeat_kv_rule", "rope_rule", "summed_axes", "zero_d_axis"]
+__all__ = ["Rule", "ShapeError", "broadcast_rule", "cross_entropy_rule", "embedding_weight_rule",
+           "index_shape", "matmul_cost", "matmul_promoted", "matmul_rule", "matmul_shape",
+           "positive_count", "probe", "reduce_shape", "repeat_kv_rule", "rope_rule", "summed_axes",
+           "zero_d_axis"]
 
 _ZERO_BYTES = np.dtype([])
 MAX_DIMS = 64                                    # NumPy's limit on an array's dimensions
@@ -293,6 +294,14 @@ def index_shape(shape: Sequence[int], index: Any) -> tuple[int, ...]:
 # --------------------------------------------------------------------------------------
 # cross-entropy, RoPE, K/V repetition (L5, L6)
 # --------------------------------------------------------------------------------------
+
+def embedding_weight_rule(weight: tuple[int, ...]) -> None:
+    """embedding (L3.1): the table is (V, d), one row per id, as PyTorch's
+    ``F.embedding`` requires ("'weight' must be 2-D"). ShapeError names the weight."""
+    if len(weight) != 2:
+        raise ShapeError("weight", f"embedding: weight must have shape (V, d), one row per"
+                                   f" id, got {tuple(weight)}")
+
 
 def cross_entropy_rule(logits: tuple[int, ...], targets: Any) -> Rule:
     """cross_entropy (L5.1, L5.3): logits (N, V), integer `targets` (N,) each inside

@@ -49,6 +49,7 @@ from __future__ import annotations
 
 import binascii
 import math
+import re
 from typing import Any
 
 import numpy as np
@@ -268,6 +269,9 @@ _FAMILY = {"tensor": "float", "array": "float", "table": "float", "int_array": "
            "bool_mask": "bool"}
 
 
+_BASE64_TEXT = re.compile(r"[A-Za-z0-9+/]*={0,2}")
+
+
 def is_base64(value: Any) -> bool:
     """True for a value in the binary form ``{"dtype", "shape", "base64"}``."""
     return isinstance(value, dict) and "base64" in value
@@ -305,9 +309,12 @@ def _from_base64(name: str, value: dict, family: str, limit: int | None = None) 
     le = np.dtype(BASE64_DTYPES[dtype][0])
     need = count * le.itemsize
     if len(text) != 4 * -(-need // 3):
+        if not _BASE64_TEXT.fullmatch(text):       # not base64 at all: say that, not a size
+            raise WireError(name, "base64 is malformed: it may hold only A-Z, a-z, 0-9, + and"
+                                  " /, with at most two = at the end (RFC 4648)")
         pad = len(text) - len(text.rstrip("="))
         got = max(len(text) // 4 * 3 - pad, 0) if len(text) % 4 == 0 else None
-        said = (f"{got} bytes" if got is not None
+        said = (f"{got} byte{'' if got == 1 else 's'}" if got is not None
                 else f"a length of {len(text)} (not a multiple of 4)")
         raise WireError(name, f"shape {shape} of {dtype} needs {need} bytes; the base64 text holds"
                               f" {said}")
@@ -317,7 +324,7 @@ def _from_base64(name: str, value: dict, family: str, limit: int | None = None) 
         raise WireError(name, f"base64 is malformed: {exc}") from None
     if len(raw) != need:
         raise WireError(name, f"shape {shape} of {dtype} needs {need} bytes; the base64 text holds"
-                              f" {len(raw)} bytes")
+                              f" {len(raw)} byte{'' if len(raw) == 1 else 's'}")
     try:
         arr = np.frombuffer(raw, dtype=le).reshape(shape)
     except ValueError as exc:          # an empty array whose other axes NumPy cannot hold

@@ -108,6 +108,16 @@ def test_embedding_rejects_bad_ids():
         ag.embedding(w, np.array([True]))
 
 
+@pytest.mark.parametrize("shape", [(4,), (4, 2, 3), ()])
+def test_embedding_weight_must_be_a_2d_table(shape):
+    """L3.1: weight is (V, d), one row per id; PyTorch's F.embedding refuses any other
+    ("'weight' must be 2-D"). A 1-D table used to answer with single numbers."""
+    from glassllm.errors import ShapeError
+    with pytest.raises(ShapeError, match=r"weight must have shape \(V, d\)") as info:
+        ag.embedding(Tensor(np.zeros(shape)), np.array([0]))
+    assert info.value.input == "weight"
+
+
 def test_log_of_zero_is_minus_inf_with_a_warning_not_an_exception():
     x = Tensor([0.0, -1.0, 1.0], requires_grad=True)
     with pytest.warns(RuntimeWarning):

@@ -81,6 +81,9 @@ def test_base64_limit_is_checked_on_the_declared_shape_before_decoding():
     ("AAAAAAAA8D8=", "needs 16 bytes; the base64 text holds 8 bytes"),       # 1 of 2 floats
     ("!!!!AAAA8D8AAAAAAAAAQA==", "base64 is malformed"),
     ("AAAAAAAA8D8AAAAAAAAAQ", "not a multiple of 4"),
+    ("!!!!", "base64 is malformed: it may hold only A-Z"),     # short and not base64 at all
+    ("AAAAAAAA8D8=AAA", "base64 is malformed"),                # padding inside the text
+    ("AA==", "needs 16 bytes; the base64 text holds 1 byte"),  # one byte, singular
 ])
 def test_malformed_or_short_base64_is_422_naming_the_input(client, text, rule):
     r = post(client, "/api/v1/ops/mul", {"inputs": {"a": {"dtype": "float64", "shape": [2],

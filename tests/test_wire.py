@@ -93,6 +93,15 @@ def test_embedding_ids_outside_int64_are_422_naming_ids(client, ids):
     assert client.get("/healthz").status_code == 200
 
 
+@pytest.mark.parametrize("weight", ["[1.0, 2.0, 3.0]", "[[[1.0], [2.0]]]", "5.0"])
+def test_an_embedding_weight_that_is_not_2d_is_400_naming_weight(client, weight):
+    """L3.1: weight (V, d). Was: a 1-D weight answered 200 with single numbers."""
+    r = post(client, "/api/v1/ops/embedding", f'{{"inputs": {{"weight": {weight}, "ids": [0]}}}}')
+    assert r.status_code == 400, r.text
+    err = r.json()["error"]
+    assert err["input"] == "weight" and "weight must have shape (V, d)" in err["message"]
+
+
 def test_integers_json_reads_as_floats_are_still_refused_as_ids(client):
     """orjson reads integers beyond [-2**63, 2**64) as float64: still integers, outside int64
     (QA pass 3, defect 4: they were told "must hold integers; got 1.8446744073709552e+19")."""

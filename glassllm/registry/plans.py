@@ -23,6 +23,7 @@ from glassllm.registry.entry import Plan
 from glassllm.shapes import (
     broadcast_rule,
     cross_entropy_rule,
+    embedding_weight_rule,
     index_shape,
     matmul_cost,
     matmul_rule,
@@ -100,6 +101,7 @@ def _getitem(args: dict) -> Plan:
 
 
 def _embedding(args: dict) -> Plan:
+    embedding_weight_rule(_shape(args, "weight"))
     return Plan(index_shape(_shape(args, "weight"), args["ids"]), ("weight", "ids"))  # S + (d,)
 
 
