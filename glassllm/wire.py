@@ -245,8 +245,11 @@ def _bool_mask(name: str, value: Any, maybe_bools: bool, limit: int | None = Non
         return arr.astype(bool)
     if arr.dtype.kind in "iu" and np.isin(arr, (0, 1)).all():
         return arr.astype(bool)
-    raise WireError(name, "must hold booleans (true / false, or 0 / 1); "
-                          f"got elements of type {arr.dtype.name}")
+    for leaf in _exact_elements(name, value).flat:          # name the first offender
+        if not (isinstance(leaf, bool) or (_is_int(leaf) and leaf in (0, 1))):
+            raise WireError(name, "must hold booleans (true / false, or 0 / 1); got"
+                                  f" {_describe(leaf)}")
+    raise WireError(name, "must hold booleans (true / false, or 0 / 1)")  # not reached
 
 
 # --------------------------------------------------------------------------------------

@@ -225,3 +225,16 @@ def test_encode_base64_keeps_unsigned_values_that_fit_int64():
         assert enc["dtype"] == "int64" and enc["shape"] == list(arr.shape)
         back = coerce("int_array", "ids", enc)
         assert back.dtype == np.int64 and back.tolist() == arr.astype(object).tolist()
+
+
+@pytest.mark.parametrize("mask, shown", [
+    (["yes", "no"], "got the string 'yes'"), ([True, "no"], "got the string 'no'"),
+    ([[1, 0], [2, 0]], "got 2"), ([0.5, 1], "got 0.5"), ([True, None], "got null"),
+])
+def test_a_mask_names_its_first_element_that_is_not_a_boolean(mask, shown):
+    """Was: "got elements of type str96" (NumPy's dtype name of the whole list)."""
+    from glassllm.errors import WireError
+    from glassllm.wire import coerce
+    with pytest.raises(WireError, match="must hold booleans") as info:
+        coerce("bool_mask", "mask", mask)
+    assert info.value.input == "mask" and str(info.value).endswith(shown)
