@@ -561,3 +561,14 @@ def test_the_sandbox_reduces_a_0d_input_over_axis_0_like_the_library(client):
         assert r.json()["value"] == value and r.json()["grads"] == {"x": grad}
     r = client.post("/api/v1/eval", json={"expression": "tsum(x, axis=1)", "variables": {"x": 3.0}})
     assert r.status_code == 400 and "axis 1" in r.json()["error"]["message"]
+
+
+def test_a_long_flat_chain_is_refused_with_how_to_group_it():
+    """A flat 65-term sum is 64 levels of the syntax tree: the refusal says why a flat
+    chain counts as nesting and how to group it; the grouped form of the same sum runs."""
+    with pytest.raises(E.ExprError) as err:
+        E.evaluate(" + ".join(["x"] * 66), {"x": 1.0})
+    assert err.value.code == "too_deep"
+    assert "each operator of a chain such as a + b + c is one level" in str(err.value)
+    grouped = " + ".join("(" + " + ".join(["x"] * 11) + ")" for _ in range(6))
+    assert E.evaluate(grouped, {"x": 1.0})["value"] == 66.0

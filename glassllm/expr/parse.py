@@ -150,7 +150,9 @@ def _whitelist(p: Parsed, limits: Limits) -> None:
         if isinstance(node, ast.expr):
             count += 1
             if depth > limits.max_depth:
-                raise _fail(f"the expression nests deeper than {limits.max_depth}", p.pos(node),
+                raise _fail(f"the expression nests deeper than {limits.max_depth} levels; each"
+                            " operator of a chain such as a + b + c is one level, so group a"
+                            " long chain in brackets, e.g. (a + b) + (c + d)", p.pos(node),
                             code="too_deep")
         if count > 4 * limits.max_nodes:
             raise _fail(f"the expression has more than {4 * limits.max_nodes} parts",
