@@ -77,10 +77,19 @@ async def read_json_then(request: Request, settings: Settings,
     waits in a queue, so at most 2 × slots of them are alive however many clients send
     big bodies at once (issue 9: a 512-client overload peaked at 785 MB when parsed bodies
     queued for the prepare step)."""
-    ctype = request.headers.get("content-type", "").split(";")[0].strip().lower()
+    headers = request.headers
+    ctype, *params = headers.get("content-type", "").lower().split(";")
+    ctype = ctype.strip()
     if ctype != "application/json" and not ctype.endswith("+json"):
         raise ApiError(415, "unsupported_media_type", f"Content-Type must be application/json;"
                        f" got {ctype or 'none'!r}", op=op, input="Content-Type")
+    if params:
+        _check_charset(params, op)
+    coding = headers.get("content-encoding")
+    if coding is not None and coding.strip().lower() not in ("", "identity"):
+        raise ApiError(415, "unsupported_media_type", f"Content-Encoding {coding[:40]!r} is not"
+                       " accepted; send the body uncompressed", op=op, input="Content-Encoding",
+                       headers={"Accept-Encoding": "identity"})
     body = await read_body(request, settings, op=op)
     if not body.strip():
         raise ApiError(422, "invalid_request", f"the body is empty; send {send}", op=op,
@@ -95,6 +104,17 @@ async def read_json_then(request: Request, settings: Settings,
         finally:       # refused or not, a big body's memory is given back once idle
             _work_done(request)
     return parse_then()
+
+
+def _check_charset(params: list[str], op: str | None) -> None:
+    """JSON text is UTF-8 (RFC 8259 §8.1): a declared charset of anything else is a 415, not
+    a body read as if it were UTF-8."""
+    for param in params:
+        key, _, value = param.partition("=")
+        value = value.strip().strip('"')
+        if key.strip() == "charset" and value not in ("utf-8", "utf8"):
+            raise ApiError(415, "unsupported_media_type", f"JSON must be UTF-8 (RFC 8259); got"
+                           f" charset={value[:40]!r}", op=op, input="Content-Type")
 
 
 def _work_done(request: Request) -> None:

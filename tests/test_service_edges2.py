@@ -103,3 +103,36 @@ def test_a_chunked_body_over_the_limit_is_413_as_it_arrives():
     status, body = _asgi_post(create_app(Settings(max_body_bytes=100)), "/api/v1/ops/mul",
                               messages, [(b"content-type", b"application/json")])
     assert status == 413 and b"exceeds 100 bytes" in body
+
+
+@pytest.mark.parametrize("headers, body_is_gzip, rule, named", [
+    ({"content-type": "application/json; charset=utf-16"}, False,
+     "JSON must be UTF-8 (RFC 8259); got charset='utf-16'", "Content-Type"),
+    ({"content-type": "application/json", "content-encoding": "gzip"}, True,
+     "Content-Encoding 'gzip' is not accepted; send the body uncompressed", "Content-Encoding"),
+])
+def test_a_body_in_another_charset_or_compressed_is_415_not_invalid_json(
+        headers, body_is_gzip, rule, named):
+    """Was: both read as UTF-8 JSON text and answered 422 "not valid JSON"."""
+    import gzip
+    body = b'{"inputs": {"a": [1.0, 2.0]}}'
+    with TestClient(create_app()) as c:
+        for path in ("/api/v1/ops/neg", "/api/v1/eval"):
+            r = c.post(path, content=gzip.compress(body) if body_is_gzip else body,
+                       headers=headers)
+            assert r.status_code == 415, r.text
+            err = r.json()["error"]
+            assert err["message"] == rule and err["input"] == named
+        if body_is_gzip:
+            assert r.headers["accept-encoding"] == "identity"
+
+
+@pytest.mark.parametrize("headers", [
+    {"content-type": "application/json; charset=UTF-8"},
+    {"content-type": 'application/json;charset="utf-8"'},
+    {"content-type": "application/json", "content-encoding": "identity"},
+])
+def test_utf8_and_identity_are_accepted(headers):
+    with TestClient(create_app()) as c:
+        r = c.post("/api/v1/ops/neg", content=b'{"inputs": {"a": [1.0, 2.0]}}', headers=headers)
+    assert r.status_code == 200 and r.json()["value"] == [-1.0, -2.0]
