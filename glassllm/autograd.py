@@ -1242,15 +1242,23 @@ def cross_entropy(logits: Any, targets: Any) -> Tensor:
     targets = _int_array(targets, "cross_entropy", "targets")
     cross_entropy_rule(logits.data.shape, targets)
     x = logits.data
-    logp = _log_softmax_data(x, -1)  # (N, V)
-    out = -np.sum(logp[np.arange(x.shape[0]), targets]) / x.shape[0]  # N = 0 gives 0/0 = NaN
+    n, rows = x.shape[0], np.arange(x.shape[0])
+    if x.size == 0:  # no rows: NumPy's 0/0 = NaN (L5.3), and an empty gradient
+        out = -np.sum(_log_softmax_data(x, -1)[rows, targets]) / n
+        return Tensor._make(out, (logits,), "cross_entropy", lambda g: (np.zeros(x.shape),))
+    # log_softmax's steps (_log_softmax_data), with log sum exp subtracted at the targets
+    # only: the same numbers at the targets, and no pass over the whole (N, V) for it
+    e = x - x.max(axis=-1, keepdims=True)  # (N, V): shifted, the largest entry 0
+    at_targets = e[rows, targets]  # (N,), kept before the exp overwrites them
+    np.exp(e, out=e)  # (N, V), in place
+    sum_e = e.sum(axis=-1, keepdims=True)  # (N, 1)
+    out = -np.sum(at_targets - np.log(sum_e[:, 0])) / n
 
     def backward(g: np.ndarray):
-        # cross_entropy_grad's (softmax - onehot) / N, with softmax = exp(logp) from the
-        # forward instead of a second softmax pass over the logits
-        grad = np.exp(logp)
-        grad[np.arange(x.shape[0]), targets] -= 1.0
-        grad *= g / x.shape[0]  # g is the incoming 0-d gradient of the loss
+        # cross_entropy_grad's (softmax - onehot) / N, times g (the loss's 0-d gradient),
+        # with softmax = e / sum_e from the forward: no second softmax pass over the logits
+        grad = e * (g / (n * sum_e))  # softmax · g/N
+        grad[rows, targets] -= g / n
         return (grad,)
 
     return Tensor._make(out, (logits,), "cross_entropy", backward)
