@@ -1275,6 +1275,14 @@ def _as_complex_pairs(a: np.ndarray) -> np.ndarray:
     return a.view(np.complex128)
 
 
+def _rotation(cos: np.ndarray, sin: np.ndarray) -> np.ndarray:
+    """e^{iθ} = cos + i·sin as one complex128 table, shaped like the tables broadcast."""
+    shape = cos.shape if cos.shape == sin.shape else np.broadcast_shapes(cos.shape, sin.shape)
+    turn = np.empty(shape, dtype=np.complex128)
+    turn.real, turn.imag = cos, sin
+    return turn
+
+
 def rope(x: Any, cos: Any, sin: Any) -> Tensor:
     """Rotary position embedding: rotate each adjacent (even, odd) pair by its angle.
 
@@ -1308,9 +1316,7 @@ def rope(x: Any, cos: Any, sin: Any) -> Tensor:
     rope_rule(x.data.shape, cos.shape, sin.shape)
     # the complex product itself: each (even, odd) pair of x read as one complex128, the
     # angles as e^{iθ} = cos + i sin; out = x · e^{iθ}, read back as pairs
-    shape = cos.shape if cos.shape == sin.shape else np.broadcast_shapes(cos.shape, sin.shape)
-    turn = np.empty(shape, dtype=np.complex128)
-    turn.real, turn.imag = cos, sin  # (n, dk/2): e^{iθ}
+    turn = _rotation(cos, sin)  # (n, dk/2): e^{iθ}
     out = (_as_complex_pairs(x.data) * turn).view(np.float64)  # (..., dk), shaped like x
     x_data = x.data  # saved for backward
 
