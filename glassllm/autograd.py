@@ -1213,6 +1213,16 @@ def _cross_entropy_grad_data(logits: np.ndarray, targets: np.ndarray) -> np.ndar
     return grad
 
 
+def _scale_rows(a: np.ndarray, c: np.ndarray) -> np.ndarray:
+    """a · c with one factor per row, into a new array: a (..., m), c (..., 1) → (..., m).
+
+    The same products as ``a * c``, so the same bits, ~1.2x faster at (512, 64): NumPy
+    runs the broadcast ``a * c`` by first copying each row's factor out m times into a
+    buffer; einsum multiplies by it directly. (In place, ``a *= c`` is the faster.)
+    """
+    return np.einsum("...j,...->...j", a, c[..., 0])
+
+
 def cross_entropy(logits: Any, targets: Any) -> Tensor:
     """Mean negative log-likelihood of integer targets under softmax(logits).
 
@@ -1257,7 +1267,7 @@ def cross_entropy(logits: Any, targets: Any) -> Tensor:
     def backward(g: np.ndarray):
         # cross_entropy_grad's (softmax - onehot) / N, times g (the loss's 0-d gradient),
         # with softmax = e / sum_e from the forward: no second softmax pass over the logits
-        grad = e * (g / (n * sum_e))  # softmax · g/N
+        grad = _scale_rows(e, g / (n * sum_e))  # softmax · g/N
         grad[rows, targets] -= g / n
         return (grad,)
 

@@ -39,6 +39,7 @@ import numpy as np
 from glassllm.autograd import (
     _as_complex_pairs,
     _rotation,
+    _scale_rows,
     _sigmoid_data,
     masked_fill,
     matmul,
@@ -90,16 +91,6 @@ def _row_dot(a: np.ndarray, b: np.ndarray) -> np.ndarray:
     np.sum's, so the last bits may differ from the composed ops' (tests: 1e-14).
     """
     return np.einsum("...j,...j->...", a, b)[..., None]
-
-
-def _scale_rows(a: np.ndarray, c: np.ndarray, out: np.ndarray | None = None) -> np.ndarray:
-    """a · c with one factor per row: a (..., m), c (..., 1) → (..., m).
-
-    The same products as ``a * c``, so the same bits, ~1.4x faster at (512, 64): NumPy
-    runs the broadcast ``a * c`` by first copying each row's factor out m times into a
-    buffer; einsum multiplies by it directly.
-    """
-    return np.einsum("...j,...->...j", a, c[..., 0], out=out)
 
 
 def _divide_by_root(a: np.ndarray, root: float) -> None:
@@ -399,7 +390,7 @@ def rms_norm(x: Tensor, weight: Tensor, eps: float = 1e-6) -> Tensor:
             mean = _row_dot(gx, y)  # Σ gy·y, (..., 1)
             mean /= d
             gx -= _scale_rows(y, mean)  # gy − y·mean(gy·y)
-            _scale_rows(gx, inv_rms, out=gx)
+            gx *= inv_rms
         return gx, gw
 
     return Tensor._make(out, (x, weight), "rms_norm", backward)
