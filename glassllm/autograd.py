@@ -950,13 +950,14 @@ def softmax_np(x: Any, axis: int = -1) -> np.ndarray:
     return _softmax_data(np.asarray(x, dtype=np.float64), axis)
 
 
-def _sigmoid_data(x: np.ndarray) -> np.ndarray:
+def _sigmoid_data(x: np.ndarray, out: np.ndarray | None = None) -> np.ndarray:
     # sigmoid(x) = exp(min(x, 0)) / (1 + exp(-|x|)): for x >= 0 the numerator is 1, for
     # x < 0 it is exp(x) = exp(-|x|). Both exponents are <= 0, so nothing overflows; for
     # |x| > ~745 exp underflows to exactly 0, which gives the exact limits 0 and 1.
     # No select on the sign (np.where on a random sign costs ~10x the arithmetic: the
     # CPU mispredicts the branch), and the same bits as np.where(x >= 0, r, e * r).
-    e, r = np.empty(x.shape), np.empty(x.shape)  # two arrays, each step written in place
+    # two arrays (r: `out` when given), each step written in place
+    e, r = np.empty(x.shape), (np.empty(x.shape) if out is None else out)
     with np.errstate(under="ignore"):
         np.abs(x, out=e)
         np.negative(e, out=e)

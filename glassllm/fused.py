@@ -409,6 +409,13 @@ def rms_norm_composed(x: Tensor, weight: Tensor, eps: float = 1e-6) -> Tensor:
     return x * inv_rms * weight  # (..., d)
 
 
+# swiglu's forward runs on blocks of this many rows (of x as (N, d)). Measured at the bench
+# shape (N = 512, d = 64, F = 192, one BLAS thread): 64 rows 7 % faster than the whole
+# array, 32 and 128 rows no faster. A block's temporaries stay in the CPU's cache, and its
+# products are small enough for OpenBLAS's small-matrix kernel, which skips packing.
+_ROWS = 64
+
+
 def swiglu(x: Tensor, w1: Tensor, w2: Tensor, w3: Tensor) -> Tensor:
     """The SwiGLU feed-forward as one node: out = (silu(x·w1) * (x·w3))·w2.
 
@@ -416,7 +423,7 @@ def swiglu(x: Tensor, w1: Tensor, w2: Tensor, w3: Tensor) -> Tensor:
     (`layers.swiglu`) has checked the shapes.
 
     Forward, on x2 = x as (N, d): a = x2·w1, b = x2·w3, s = sigmoid(a), u = a·s = silu(a),
-    h = u·b, out = h·w2.
+    h = u·b, out = h·w2 (row by row: computed on blocks of `_ROWS` rows, the same numbers).
 
     Backward, with gh = g·w2ᵀ (the gradient of h):
         w2: hᵀ·g
@@ -435,14 +442,20 @@ def swiglu(x: Tensor, w1: Tensor, w2: Tensor, w3: Tensor) -> Tensor:
     SPEC L7. Shazeer 2020, "GLU Variants Improve Transformer"; silu: Elfwing et al. 2018.
     """
     x_data, w1_data, w2_data, w3_data = x.data, w1.data, w2.data, w3.data
-    d = w1_data.shape[0]
+    (d, F), d_out = w1_data.shape, w2_data.shape[1]
     x2 = x_data.reshape(-1, d)  # (N, d)
-    a = x2 @ w1_data  # (N, F)
-    b = x2 @ w3_data  # (N, F)
-    s = _sigmoid_data(a)  # (N, F)
-    u = np.multiply(a, s, out=a)  # silu(a), (N, F), in a's buffer: the backward needs no a
-    h = u * b  # (N, F)
-    out = (h @ w2_data).reshape(*x_data.shape[:-1], w2_data.shape[1])  # (..., d)
+    N = x2.shape[0]
+    s, u, b, h = (np.empty((N, F)) for _ in range(4))  # kept for the backward
+    out = np.empty((N, d_out))
+    for i in range(0, N, _ROWS):  # a block of rows at a time: its temporaries stay in cache
+        rows = slice(i, i + _ROWS)
+        a = np.matmul(x2[rows], w1_data, out=u[rows])  # a, then silu(a) in its place
+        np.matmul(x2[rows], w3_data, out=b[rows])
+        _sigmoid_data(a, out=s[rows])
+        np.multiply(a, s[rows], out=a)  # u = silu(a): the backward needs no a
+        np.multiply(a, b[rows], out=h[rows])
+        np.matmul(h[rows], w2_data, out=out[rows])
+    out = out.reshape(*x_data.shape[:-1], d_out)  # (..., d)
 
     def backward(g: np.ndarray):
         g2 = g.reshape(-1, g.shape[-1])  # (N, d)

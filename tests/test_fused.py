@@ -230,6 +230,19 @@ def test_fused_swiglu_equals_the_composed_ops_values_and_gradients(shape):
         _close(f.grad, c.grad, name)
 
 
+@pytest.mark.parametrize("rows", [0, 64, 150])
+def test_fused_swiglu_equals_the_composed_ops_over_several_row_blocks(rows):
+    """The forward runs on blocks of 64 rows: a whole block, several with a partial
+    last one, and none at all give the composed ops' values bit for bit."""
+    rng = np.random.default_rng(rows)
+    arrays = [rng.normal(size=s) for s in ((rows, 8), (8, 6), (6, 8), (8, 6))]
+    out_f, out_c, fused, composed = _swiglu_pair(arrays, rng.normal(size=(rows, 8)))
+    assert out_f.shape == (rows, 8)
+    assert np.array_equal(out_f.data, out_c.data)
+    for name, f, c in zip(["x", "w1", "w2", "w3"], fused, composed, strict=True):
+        _close(f.grad, c.grad, name)
+
+
 def test_fused_swiglu_gives_the_gradient_only_to_inputs_that_require_it():
     rng = np.random.default_rng(5)
     arrays = [rng.normal(size=s) for s in ((3, 4), (4, 5), (5, 4), (4, 5))]
