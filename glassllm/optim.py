@@ -302,12 +302,13 @@ class AdamW(_Optimizer):
             scratch *= g  # (1 − β2)·g·g
             v *= self.beta2
             v += scratch
-            denom = np.sqrt(v, out=scratch)
-            denom *= 1.0 / math.sqrt(1.0 - self.beta2**t)  # a product: 3x faster than /
-            denom += self.eps
-            update = np.divide(m, denom, out=denom)
-            update *= self.lr / (1.0 - self.beta1**t)  # the step size
-            decayed -= update
+            step_size = self.lr / (1.0 - self.beta1**t)
+            if step_size > 0:  # (lr = 0: no step)
+                # step_size · m / denom as m / (denom / step_size): one pass fewer
+                denom = np.sqrt(v, out=scratch)
+                denom *= 1.0 / (math.sqrt(1.0 - self.beta2**t) * step_size)  # a product
+                denom += self.eps / step_size
+                decayed -= np.divide(m, denom, out=denom)
             p._take_data(decayed)  # a new array only p holds: no copy (data is read-only)
 
 
