@@ -153,18 +153,18 @@ def _grouped_attention_grads(
     gg: np.ndarray, p: np.ndarray, qg: np.ndarray, k: np.ndarray, v: np.ndarray,
     need_qk: bool = True,
 ) -> tuple[np.ndarray | None, np.ndarray | None, np.ndarray]:
-    """The backward math of `causal_attention` on arrays: (gq, gk, gv), grouped shapes.
+    """The backward math of `causal_attention` on arrays: (gq·√dk, gk·√dk, gv), grouped.
 
     gg (B, Hkv, r·n, dk) is the gradient of out; gq is (B, Hkv, r·n, dk), gk and gv
-    (B, Hkv, n, dk). gq and gk are None when not `need_qk`.
+    (B, Hkv, n, dk). gq and gk are None when not `need_qk`. The caller divides gq and gk
+    by √dk (the scores' scale), where it is cheapest: they are smaller than ds.
     """
     gv = np.matmul(np.swapaxes(p, -1, -2), gg)  # pᵀ·g, summed over the group's heads
     if not need_qk:
         return None, None, gv
     ds = np.matmul(gg, np.swapaxes(v, -1, -2))  # dp (B, Hkv, r·n, n)
     ds -= _row_dot(ds, p)  # Σ_j dp·p, (B, Hkv, r·n, 1)
-    ds *= p
-    _divide_by_root(ds, math.sqrt(k.shape[-1]))  # masked entries have p = 0, so ds = 0 there
+    ds *= p  # masked entries have p = 0, so ds = 0 there
     return np.matmul(ds, k), np.matmul(np.swapaxes(ds, -1, -2), qg), gv
 
 
@@ -206,6 +206,9 @@ def causal_attention(q: Tensor, k: Tensor, v: Tensor) -> Tensor:
         gq, gk, gv = _grouped_attention_grads(
             gg, p, qg, k_data, v_data, need_qk=q.requires_grad or k.requires_grad
         )
+        if gq is not None:
+            _divide_by_root(gq, math.sqrt(dk))
+            _divide_by_root(gk, math.sqrt(dk))
         return (gq.reshape(B, H, n, dk) if q.requires_grad else None,
                 gk if k.requires_grad else None,
                 gv if v.requires_grad else None)
@@ -304,7 +307,8 @@ def attention(
         # G: the gradients of x2·wq, x2·wk, x2·wv side by side, in their (B, n, heads, dk)
         # layout, so that G as (B·n, (H + 2·Hkv)·dk) is the gradient of x2·[wq | wk | wv]
         G = np.empty((B, n, H + 2 * hkv, dk))
-        unturn = np.conj(turn)  # e^{−iθ}: rope's transposed rotation
+        unturn = np.conj(turn) / math.sqrt(dk)  # e^{−iθ}: rope's transposed rotation, and
+        # the scores' 1/√dk that gq and gk still lack
         np.multiply(_as_complex_pairs(gq.reshape(B, H, n, dk)), unturn,
                     out=_as_complex_pairs(G[:, :, :H].transpose(0, 2, 1, 3)))
         np.multiply(_as_complex_pairs(gk), unturn,
