@@ -956,6 +956,8 @@ def _sigmoid_data(x: np.ndarray, out: np.ndarray | None = None) -> np.ndarray:
     # |x| > ~745 exp underflows to exactly 0, which gives the exact limits 0 and 1.
     # No select on the sign (np.where on a random sign costs ~10x the arithmetic: the
     # CPU mispredicts the branch), and the same bits as np.where(x >= 0, r, e * r).
+    # The numerator needs no second exp: it is max(exp(-|x|), x >= 0) (e where x < 0, as
+    # exp(-|x|) <= 1 gives way to 1 where x >= 0; NaN stays NaN).
     # two arrays (r: `out` when given), each step written in place
     e, r = np.empty(x.shape), (np.empty(x.shape) if out is None else out)
     with np.errstate(under="ignore"):
@@ -964,8 +966,7 @@ def _sigmoid_data(x: np.ndarray, out: np.ndarray | None = None) -> np.ndarray:
         np.exp(e, out=e)  # exp(-|x|), in (0, 1]
         np.add(e, 1.0, out=r)
         np.divide(1.0, r, out=r)  # sigmoid(|x|) = 1 / (1 + exp(-|x|))
-        np.minimum(x, 0.0, out=e)
-        np.exp(e, out=e)  # exp(min(x, 0))
+        np.maximum(e, x >= 0, out=e)  # exp(min(x, 0))
         np.multiply(r, e, out=r)  # 1 · r, or exp(-|x|) · r = sigmoid(-|x|)
     return r
 
