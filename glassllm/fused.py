@@ -420,6 +420,19 @@ def rms_norm_composed(x: Tensor, weight: Tensor, eps: float = 1e-6) -> Tensor:
 _ROWS = 64
 
 
+def _sum_of_row_block_products(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """aᵀ·b for a (N, m), b (N, k) → (m, k), as the sum over blocks of `_ROWS` rows of
+    a_blockᵀ·b_block: the same sum in another order (the last bits may differ).
+
+    Measured at swiglu's weight gradients ((64, 512) @ (512, 192) and (192, 512) @
+    (512, 64), one BLAS thread): 10-13 % faster than one product, as the forward's blocks.
+    """
+    out = a[:_ROWS].T @ b[:_ROWS]
+    for i in range(_ROWS, a.shape[0], _ROWS):
+        out += a[i : i + _ROWS].T @ b[i : i + _ROWS]
+    return out
+
+
 def swiglu(x: Tensor, w1: Tensor, w2: Tensor, w3: Tensor) -> Tensor:
     """The SwiGLU feed-forward as one node: out = (silu(x·w1) * (x·w3))·w2.
 
@@ -433,7 +446,7 @@ def swiglu(x: Tensor, w1: Tensor, w2: Tensor, w3: Tensor) -> Tensor:
         w2: hᵀ·g
         b:  gb = gh·u
         a:  ga = (gh·b)·(s + u·(1 − s))        (silu'(a) = s + a·s·(1 − s))
-        w1: x2ᵀ·ga;  w3: x2ᵀ·gb
+        w1: x2ᵀ·ga;  w3: x2ᵀ·gb      (these three summed over blocks of `_ROWS` rows)
         x: ga·w1ᵀ + gb·w3ᵀ
 
     Example:
@@ -463,7 +476,7 @@ def swiglu(x: Tensor, w1: Tensor, w2: Tensor, w3: Tensor) -> Tensor:
 
     def backward(g: np.ndarray):
         g2 = g.reshape(-1, g.shape[-1])  # (N, d)
-        gw2 = (h.T @ g2) if w2.requires_grad else None  # (F, d)
+        gw2 = _sum_of_row_block_products(h, g2) if w2.requires_grad else None  # (F, d)
         if not (x.requires_grad or w1.requires_grad or w3.requires_grad):
             return None, None, gw2, None
         gh = g2 @ w2_data.T  # (N, F)
@@ -474,8 +487,8 @@ def swiglu(x: Tensor, w1: Tensor, w2: Tensor, w3: Tensor) -> Tensor:
         ga = gh  # gh is not needed after this: ga is computed in its buffer
         ga *= b
         ga *= silu_grad  # ga = (gh·b)·silu'(a)
-        gw1 = (x2.T @ ga) if w1.requires_grad else None  # (d, F)
-        gw3 = (x2.T @ gb) if w3.requires_grad else None  # (d, F)
+        gw1 = _sum_of_row_block_products(x2, ga) if w1.requires_grad else None  # (d, F)
+        gw3 = _sum_of_row_block_products(x2, gb) if w3.requires_grad else None  # (d, F)
         gx = None
         if x.requires_grad:
             gx = ga @ w1_data.T
