@@ -803,6 +803,7 @@ def embedding(weight: Any, ids: Any) -> Tensor:
 
 
 _AT_ELEMENTS = 4096  # measured: np.add.at and the sorted sum cost the same at 64 x 64
+_FEW_REPEATS = 8  # measured: up to this many rows per id, adding by rank beats reduceat
 
 
 def _scatter_add_rows(shape: tuple[int, ...], ids: np.ndarray, g: np.ndarray) -> np.ndarray:
@@ -810,24 +811,36 @@ def _scatter_add_rows(shape: tuple[int, ...], ids: np.ndarray, g: np.ndarray) ->
 
     The sums of `np.add.at(out, ids, g)`. A few elements (up to `_AT_ELEMENTS`) go
     straight to `np.add.at`, whose one call beats the sort's six there. For more, it is
-    computed faster: sort the ids (stably), sum each run of equal ids at once with
-    `np.add.reduceat`, and add the sums into the zeros. `reduceat` may add a run's rows
-    in another order than `add.at`'s one by one, so the last bit of a row with several
-    contributions can differ between the two paths (as between any two sum orders).
+    computed faster from the ids sorted (stably). When no id repeats more than
+    `_FEW_REPEATS` times, the first row of every id is added at once (one fancy-index
+    `+=`: distinct ids), then the second, and so on: add.at's sums, in its order. Else
+    each run of equal ids is summed at once with `np.add.reduceat` and the sums added into
+    the zeros; `reduceat` may add a run's rows in another order than `add.at`'s one by
+    one, so the last bit of a row with several contributions can differ there.
     """
     out = np.zeros(shape)  # (V, d)
     flat = ids.reshape(-1) % shape[0]  # (M,), negative ids counted from the end (L3.3)
     if flat.size == 0:
         return out
     rows = g.reshape(flat.size, -1)  # (M, d)
+    table = out.reshape(shape[0], -1)  # (V, d)
     if rows.size <= _AT_ELEMENTS:
-        np.add.at(out.reshape(shape[0], -1), flat, rows)
+        np.add.at(table, flat, rows)
         return out
     order = np.argsort(flat, kind="stable")
     sorted_ids = flat[order]
-    starts = np.flatnonzero(np.concatenate(([True], sorted_ids[1:] != sorted_ids[:-1])))
+    new_run = np.concatenate(([True], sorted_ids[1:] != sorted_ids[:-1]))  # (M,)
+    starts = np.flatnonzero(new_run)
+    # each row's rank among the rows of its id, in the order given (0: the id's first)
+    rank = np.arange(flat.size) - starts[np.cumsum(new_run) - 1]
+    most = int(rank.max()) + 1  # rows of the most repeated id
+    if most <= _FEW_REPEATS:
+        for k in range(most):
+            pick = order[rank == k]  # the k-th row of every id that has one
+            table[flat[pick]] += rows[pick]
+        return out
     # += into the zeros (each id once): 0.0 + sum, so an all -0.0 run gives +0.0 as add.at
-    out.reshape(shape[0], -1)[sorted_ids[starts]] += np.add.reduceat(rows[order], starts, axis=0)
+    table[sorted_ids[starts]] += np.add.reduceat(rows[order], starts, axis=0)
     return out
 
 
