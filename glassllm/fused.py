@@ -9,17 +9,20 @@ products, silu, the gating product, the down product); silu alone makes four tem
 arrays in its backward. `swiglu` computes it as one node: the backward reuses silu(a)
 from the forward and works in place on the arrays it makes.
 
-`glassllm.layers.attention` composed from the primitives of `glassllm.autograd` records
-about ten nodes per call: a transpose of k, the scaling, the mask, the softmax, two
-products and `repeat_kv`, which copies every key and value head H/Hkv times (and sums
-those copies again in the backward). `causal_attention` computes the same math as one
-node, and never copies a key/value head: the H/Hkv query heads that share a key/value
-head are stacked into one matrix, so one product serves them all.
+The core of `glassllm.layers.attention` composed from the primitives of
+`glassllm.autograd` records about ten nodes per call: a transpose of k, the scaling, the
+mask, the softmax, two products and `repeat_kv`, which copies every key and value head
+H/Hkv times (and sums those copies again in the backward). `causal_attention` computes
+the same math as one node, and never copies a key/value head: the H/Hkv query heads that
+share a key/value head are stacked into one matrix, so one product serves them all.
+`attention` is the whole layer as one node (the projections, rope, that core, the merge
+of the heads and the output projection: fourteen nodes composed); its backward computes
+x's gradient through the three projections as one product.
 
-The composed forms stay in the code (`causal_attention_composed`, `rms_norm_composed`,
-`swiglu_composed`):
-they are the reference. `tests/test_fused.py` checks that both give the same values and
-gradients, and runs the gradient checker on the fused ones.
+The composed forms stay in the code (`attention_composed`, `causal_attention_composed`,
+`rms_norm_composed`, `swiglu_composed`): they are the reference. `tests/test_fused.py`
+checks that both give the same values and gradients, and runs the gradient checker on the
+fused ones.
 
 Shape letters (STYLE.md): B batch · n sequence length · H query heads · Hkv key/value
 heads · dk head dimension; r = H / Hkv query heads per key/value head; d model width ·
@@ -34,11 +37,16 @@ import math
 import numpy as np
 
 from glassllm.autograd import (
+    _as_complex_pairs,
+    _rotation,
+    _scale_rows,
     _sigmoid_data,
     masked_fill,
     matmul,
     pow,
     repeat_kv,
+    reshape,
+    rope,
     silu,
     softmax,
     softmax_np,
@@ -48,6 +56,8 @@ from glassllm.autograd import (
 from glassllm.tensor import Tensor
 
 __all__ = [
+    "attention",
+    "attention_composed",
     "causal_attention",
     "causal_attention_composed",
     "rms_norm",
@@ -122,6 +132,42 @@ def _causal_softmax(scores: np.ndarray, future: np.ndarray, visible: np.ndarray)
     return scores
 
 
+def _grouped_attention(
+    qg: np.ndarray, k: np.ndarray, v: np.ndarray, r: int
+) -> tuple[np.ndarray, np.ndarray]:
+    """The forward math of `causal_attention` on arrays: (out, p), both new arrays.
+
+    qg (B, Hkv, r·n, dk): the r query heads of each key/value head stacked;
+    k, v (B, Hkv, n, dk) → out (B, Hkv, r·n, dk) and p (B, Hkv, r·n, n) (the
+    probabilities, kept for the backward).
+    """
+    n, dk = k.shape[-2:]
+    future, visible = _future_mask(n, r)  # (r·n, n) each
+    scores = np.matmul(qg, np.swapaxes(k, -1, -2))  # (B, Hkv, r·n, n)
+    _divide_by_root(scores, math.sqrt(dk))  # divided, as the composed form does
+    p = _causal_softmax(scores, future, visible)  # in scores' buffer
+    return np.matmul(p, v), p
+
+
+def _grouped_attention_grads(
+    gg: np.ndarray, p: np.ndarray, qg: np.ndarray, k: np.ndarray, v: np.ndarray,
+    need_qk: bool = True,
+) -> tuple[np.ndarray | None, np.ndarray | None, np.ndarray]:
+    """The backward math of `causal_attention` on arrays: (gq·√dk, gk·√dk, gv), grouped.
+
+    gg (B, Hkv, r·n, dk) is the gradient of out; gq is (B, Hkv, r·n, dk), gk and gv
+    (B, Hkv, n, dk). gq and gk are None when not `need_qk`. The caller divides gq and gk
+    by √dk (the scores' scale), where it is cheapest: they are smaller than ds.
+    """
+    gv = np.matmul(np.swapaxes(p, -1, -2), gg)  # pᵀ·g, summed over the group's heads
+    if not need_qk:
+        return None, None, gv
+    ds = np.matmul(gg, np.swapaxes(v, -1, -2))  # dp (B, Hkv, r·n, n)
+    ds -= _row_dot(ds, p)  # Σ_j dp·p, (B, Hkv, r·n, 1)
+    ds *= p  # masked entries have p = 0, so ds = 0 there
+    return np.matmul(ds, k), np.matmul(np.swapaxes(ds, -1, -2), qg), gv
+
+
 def causal_attention(q: Tensor, k: Tensor, v: Tensor) -> Tensor:
     """Causal grouped-query attention as one node: out = softmax(q·kᵀ/√dk, future = −inf)·v.
 
@@ -151,30 +197,23 @@ def causal_attention(q: Tensor, k: Tensor, v: Tensor) -> Tensor:
     SPEC L6, L7 (the math of `attention`); Vaswani et al. 2017; Ainslie et al. 2023 (GQA).
     """
     B, H, hkv, n, dk = _check(q, k, v)
-    r = H // hkv
-    root_dk = math.sqrt(dk)  # divided by, as the composed form does: the same rounding
-    qg = q.data.reshape(B, hkv, r * n, dk)  # (B, Hkv, r·n, dk): the group's heads stacked
+    qg = q.data.reshape(B, hkv, H // hkv * n, dk)  # (B, Hkv, r·n, dk): the group's heads stacked
     k_data, v_data = k.data, v.data
-    future, visible = _future_mask(n, r)  # (r·n, n): key after query, and its negation
-    scores = np.matmul(qg, np.swapaxes(k_data, -1, -2))  # (B, Hkv, r·n, n)
-    _divide_by_root(scores, root_dk)
-    p = _causal_softmax(scores, future, visible)  # (B, Hkv, r·n, n), in scores' buffer
-    out = np.matmul(p, v_data).reshape(B, H, n, dk)  # (B, H, n, dk)
+    out, p = _grouped_attention(qg, k_data, v_data, H // hkv)  # (B, Hkv, r·n, dk), p
 
     def backward(g: np.ndarray):
-        gg = g.reshape(B, hkv, r * n, dk)  # (B, Hkv, r·n, dk)
-        gv = np.matmul(np.swapaxes(p, -1, -2), gg) if v.requires_grad else None  # (B, Hkv, n, dk)
-        if not (q.requires_grad or k.requires_grad):
-            return None, None, gv
-        ds = np.matmul(gg, np.swapaxes(v_data, -1, -2))  # dp (B, Hkv, r·n, n)
-        ds -= _row_dot(ds, p)  # Σ_j dp·p, (B, Hkv, r·n, 1)
-        ds *= p
-        _divide_by_root(ds, root_dk)  # masked entries have p = 0, so ds = 0 there
-        gq = np.matmul(ds, k_data).reshape(B, H, n, dk) if q.requires_grad else None
-        gk = np.matmul(np.swapaxes(ds, -1, -2), qg) if k.requires_grad else None
-        return gq, gk, gv
+        gg = g.reshape(B, hkv, H // hkv * n, dk)  # (B, Hkv, r·n, dk)
+        gq, gk, gv = _grouped_attention_grads(
+            gg, p, qg, k_data, v_data, need_qk=q.requires_grad or k.requires_grad
+        )
+        if gq is not None:
+            _divide_by_root(gq, math.sqrt(dk))
+            _divide_by_root(gk, math.sqrt(dk))
+        return (gq.reshape(B, H, n, dk) if q.requires_grad else None,
+                gk if k.requires_grad else None,
+                gv if v.requires_grad else None)
 
-    return Tensor._make(out, (q, k, v), "causal_attention", backward)
+    return Tensor._make(out.reshape(B, H, n, dk), (q, k, v), "causal_attention", backward)
 
 
 def causal_attention_composed(q: Tensor, k: Tensor, v: Tensor) -> Tensor:
@@ -190,6 +229,133 @@ def causal_attention_composed(q: Tensor, k: Tensor, v: Tensor) -> Tensor:
     scores = matmul(q, transpose(k, (0, 1, 3, 2))) / math.sqrt(dk)  # (B, H, n, n)
     future = np.triu(np.ones((n, n), dtype=bool), k=1)  # (n, n): True above the diagonal
     return matmul(softmax(masked_fill(scores, future, -np.inf), axis=-1), v)  # (B, H, n, dk)
+
+
+def attention(
+    x: Tensor,
+    wq: Tensor,
+    wk: Tensor,
+    wv: Tensor,
+    wo: Tensor,
+    n_heads: int,
+    n_kv_heads: int,
+    cos: np.ndarray,
+    sin: np.ndarray,
+) -> Tensor:
+    """Causal grouped-query self-attention with rotary positions as one node: the math of
+    `glassllm.layers.attention`, whose composed form is `attention_composed`.
+
+    Shapes: x (B, n, d); wq (d, H·dk); wk, wv (d, Hkv·dk); wo (H·dk, d); cos, sin
+    (n, dk/2); out (B, n, d). The caller (`layers.attention`) has checked them.
+
+    Forward, on x2 = x as (B·n, d), each projection split into heads (B, heads, n, dk):
+        q = rope(x2·wq), k = rope(x2·wk), v = x2·wv   (rope: each (even, odd) pair · e^{iθ})
+        heads = causal_attention(q, k, v)              (B, H, n, dk)
+        merged = heads as (B·n, H·dk);  out = merged·wo
+
+    Backward, with gm = g·woᵀ split into heads and causal_attention's backward giving
+    gq, gk, gv from it:
+        wo: mergedᵀ·g
+        G = [gq·e^{−iθ} | gk·e^{−iθ} | gv] as (B·n, (H + 2·Hkv)·dk): rope's transposed
+            rotation, each gradient written in the column block of its projection
+        x: G·[wq | wk | wv]ᵀ   (one product for the three projections)
+        wq, wk, wv: the column blocks of x2ᵀ·G
+        n_heads, n_kv_heads, cos, sin: not differentiable
+
+    One node instead of fourteen (three projections, their reshapes and transposes, two
+    ropes, causal_attention, the merge and the output projection): the forward does the
+    same operations in the same order (the same bits); the backward writes each head's
+    gradient where the one product for x and the weights reads it.
+
+    Example:
+        >>> rng = np.random.default_rng(0)
+        >>> x = Tensor(rng.normal(size=(1, 3, 8)))
+        >>> w = [Tensor(rng.normal(size=s)) for s in [(8, 8), (8, 4), (8, 4), (8, 8)]]
+        >>> cos, sin = np.cos(np.ones((3, 2))), np.sin(np.ones((3, 2)))
+        >>> bool(np.array_equal(attention(x, *w, 2, 1, cos, sin).data,
+        ...                     attention_composed(x, *w, 2, 1, cos, sin).data))
+        True
+
+    SPEC L6, L7. Vaswani et al. 2017; Su et al. 2021 (RoPE); Ainslie et al. 2023 (GQA).
+    """
+    B, n, d = x.shape
+    H, hkv = n_heads, n_kv_heads
+    dk, r = d // H, H // hkv
+    x2 = x.data.reshape(B * n, d)  # (B·n, d)
+    turn = _rotation(np.asarray(cos, dtype=np.float64), np.asarray(sin, dtype=np.float64))
+
+    def heads(a2: np.ndarray, count: int) -> np.ndarray:
+        """(B·n, count·dk) → (B, count, n, dk), a transposed view."""
+        return a2.reshape(B, n, count, dk).transpose(0, 2, 1, 3)
+
+    q = (_as_complex_pairs(heads(x2 @ wq.data, H)) * turn).view(np.float64)  # (B, H, n, dk)
+    k = (_as_complex_pairs(heads(x2 @ wk.data, hkv)) * turn).view(np.float64)  # (B, Hkv, n, dk)
+    v = heads(x2 @ wv.data, hkv)  # (B, Hkv, n, dk), a view
+    qg = q.reshape(B, hkv, r * n, dk)  # the r query heads of a group stacked
+    att, p = _grouped_attention(qg, k, v, r)  # (B, Hkv, r·n, dk), (B, Hkv, r·n, n)
+    merged = att.reshape(B, H, n, dk).transpose(0, 2, 1, 3).reshape(B * n, H * dk)  # a copy
+    out = (merged @ wo.data).reshape(B, n, d)
+
+    def backward(g: np.ndarray):
+        g2 = g.reshape(B * n, d)
+        gwo = merged.T @ g2 if wo.requires_grad else None  # (H·dk, d)
+        if not (x.requires_grad or wq.requires_grad or wk.requires_grad or wv.requires_grad):
+            return None, None, None, None, gwo
+        gm = heads(g2 @ wo.data.T, H)  # (B, H, n, dk), a view
+        gg = gm.reshape(B, hkv, r * n, dk)  # grouped (a copy: gm is transposed)
+        gq, gk, gv = _grouped_attention_grads(gg, p, qg, k, v)
+        # G: the gradients of x2·wq, x2·wk, x2·wv side by side, in their (B, n, heads, dk)
+        # layout, so that G as (B·n, (H + 2·Hkv)·dk) is the gradient of x2·[wq | wk | wv]
+        G = np.empty((B, n, H + 2 * hkv, dk))
+        unturn = np.conj(turn) / math.sqrt(dk)  # e^{−iθ}: rope's transposed rotation, and
+        # the scores' 1/√dk that gq and gk still lack
+        np.multiply(_as_complex_pairs(gq.reshape(B, H, n, dk)), unturn,
+                    out=_as_complex_pairs(G[:, :, :H].transpose(0, 2, 1, 3)))
+        np.multiply(_as_complex_pairs(gk), unturn,
+                    out=_as_complex_pairs(G[:, :, H:H + hkv].transpose(0, 2, 1, 3)))
+        G[:, :, H + hkv:] = gv.transpose(0, 2, 1, 3)
+        G2 = G.reshape(B * n, (H + 2 * hkv) * dk)
+        gx = None
+        if x.requires_grad:
+            w_all = np.concatenate([wq.data, wk.data, wv.data], axis=1)  # (d, (H+2·Hkv)·dk)
+            gx = (G2 @ w_all.T).reshape(B, n, d)
+        gw = x2.T @ G2  # (d, (H + 2·Hkv)·dk): the three weights' gradients side by side
+        q_end, k_end = H * dk, (H + hkv) * dk
+        return gx, gw[:, :q_end], gw[:, q_end:k_end], gw[:, k_end:], gwo
+
+    return Tensor._make(out, (x, wq, wk, wv, wo), "attention", backward)
+
+
+def attention_composed(
+    x: Tensor,
+    wq: Tensor,
+    wk: Tensor,
+    wv: Tensor,
+    wo: Tensor,
+    n_heads: int,
+    n_kv_heads: int,
+    cos: np.ndarray,
+    sin: np.ndarray,
+) -> Tensor:
+    """The same math as `attention`, composed from autograd's ops (the reference).
+
+    Shapes: x (B, n, d); wq (d, H·dk); wk, wv (d, Hkv·dk); wo (H·dk, d); cos, sin
+    (n, dk/2); out (B, n, d).
+
+    Backward: by the chain rule through matmul, reshape, transpose, rope and
+    `causal_attention_composed`.
+    """
+    B, n, d = x.shape
+    dk = d // n_heads
+
+    def heads(w: Tensor, count: int) -> Tensor:  # (B, count, n, dk)
+        return transpose(reshape(matmul(x, w), (B, n, count, dk)), (0, 2, 1, 3))
+
+    q = rope(heads(wq, n_heads), cos, sin)  # (B, H, n, dk)
+    k = rope(heads(wk, n_kv_heads), cos, sin)  # (B, Hkv, n, dk)
+    out = causal_attention_composed(q, k, heads(wv, n_kv_heads))  # (B, H, n, dk)
+    merged = reshape(transpose(out, (0, 2, 1, 3)), (B, n, n_heads * dk))  # (B, n, H·dk)
+    return matmul(merged, wo)  # (B, n, d)
 
 
 def rms_norm(x: Tensor, weight: Tensor, eps: float = 1e-6) -> Tensor:
@@ -215,18 +381,19 @@ def rms_norm(x: Tensor, weight: Tensor, eps: float = 1e-6) -> Tensor:
     # the composed form's operations in its order, so the forward is the same bit for bit
     out = np.multiply(x_data, x_data)  # x², in the output's buffer until the last line
     inv_rms = 1.0 / np.sqrt(np.sum(out, axis=-1, keepdims=True) / d + eps)  # (..., 1)
-    y = x_data * inv_rms  # (..., d)
+    y = _scale_rows(x_data, inv_rms)  # x · r, (..., d)
     np.multiply(y, w_data, out=out)  # (..., d)
 
     def backward(g: np.ndarray):
-        gw = np.sum(g * y, axis=tuple(range(g.ndim - 1))) if weight.requires_grad else None
+        gw = None
+        if weight.requires_grad:  # Σ over the leading axes of g·y, in one pass
+            gw = np.einsum("ij,ij->j", g.reshape(-1, d), y.reshape(-1, d))
         gx = None
         if x.requires_grad:
             gx = np.multiply(g, w_data)  # gy, (..., d)
             mean = _row_dot(gx, y)  # Σ gy·y, (..., 1)
             mean /= d
-            scratch = np.multiply(y, mean)
-            gx -= scratch  # gy − y·mean(gy·y)
+            gx -= _scale_rows(y, mean)  # gy − y·mean(gy·y)
             gx *= inv_rms
         return gx, gw
 
@@ -246,6 +413,26 @@ def rms_norm_composed(x: Tensor, weight: Tensor, eps: float = 1e-6) -> Tensor:
     return x * inv_rms * weight  # (..., d)
 
 
+# swiglu's forward runs on blocks of this many rows (of x as (N, d)). Measured at the bench
+# shape (N = 512, d = 64, F = 192, one BLAS thread): 64 rows 7 % faster than the whole
+# array, 32 and 128 rows no faster. A block's temporaries stay in the CPU's cache, and its
+# products are small enough for OpenBLAS's small-matrix kernel, which skips packing.
+_ROWS = 64
+
+
+def _sum_of_row_block_products(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """aᵀ·b for a (N, m), b (N, k) → (m, k), as the sum over blocks of `_ROWS` rows of
+    a_blockᵀ·b_block: the same sum in another order (the last bits may differ).
+
+    Measured at swiglu's weight gradients ((64, 512) @ (512, 192) and (192, 512) @
+    (512, 64), one BLAS thread): 10-13 % faster than one product, as the forward's blocks.
+    """
+    out = a[:_ROWS].T @ b[:_ROWS]
+    for i in range(_ROWS, a.shape[0], _ROWS):
+        out += a[i : i + _ROWS].T @ b[i : i + _ROWS]
+    return out
+
+
 def swiglu(x: Tensor, w1: Tensor, w2: Tensor, w3: Tensor) -> Tensor:
     """The SwiGLU feed-forward as one node: out = (silu(x·w1) * (x·w3))·w2.
 
@@ -253,13 +440,13 @@ def swiglu(x: Tensor, w1: Tensor, w2: Tensor, w3: Tensor) -> Tensor:
     (`layers.swiglu`) has checked the shapes.
 
     Forward, on x2 = x as (N, d): a = x2·w1, b = x2·w3, s = sigmoid(a), u = a·s = silu(a),
-    h = u·b, out = h·w2.
+    h = u·b, out = h·w2 (row by row: computed on blocks of `_ROWS` rows, the same numbers).
 
     Backward, with gh = g·w2ᵀ (the gradient of h):
         w2: hᵀ·g
         b:  gb = gh·u
         a:  ga = (gh·b)·(s + u·(1 − s))        (silu'(a) = s + a·s·(1 − s))
-        w1: x2ᵀ·ga;  w3: x2ᵀ·gb
+        w1: x2ᵀ·ga;  w3: x2ᵀ·gb      (these three summed over blocks of `_ROWS` rows)
         x: ga·w1ᵀ + gb·w3ᵀ
 
     Example:
@@ -272,18 +459,24 @@ def swiglu(x: Tensor, w1: Tensor, w2: Tensor, w3: Tensor) -> Tensor:
     SPEC L7. Shazeer 2020, "GLU Variants Improve Transformer"; silu: Elfwing et al. 2018.
     """
     x_data, w1_data, w2_data, w3_data = x.data, w1.data, w2.data, w3.data
-    d = w1_data.shape[0]
+    (d, F), d_out = w1_data.shape, w2_data.shape[1]
     x2 = x_data.reshape(-1, d)  # (N, d)
-    a = x2 @ w1_data  # (N, F)
-    b = x2 @ w3_data  # (N, F)
-    s = _sigmoid_data(a)  # (N, F)
-    u = a * s  # silu(a), (N, F)
-    h = u * b  # (N, F)
-    out = (h @ w2_data).reshape(*x_data.shape[:-1], w2_data.shape[1])  # (..., d)
+    N = x2.shape[0]
+    s, u, b, h = (np.empty((N, F)) for _ in range(4))  # kept for the backward
+    out = np.empty((N, d_out))
+    for i in range(0, N, _ROWS):  # a block of rows at a time: its temporaries stay in cache
+        rows = slice(i, i + _ROWS)
+        a = np.matmul(x2[rows], w1_data, out=u[rows])  # a, then silu(a) in its place
+        np.matmul(x2[rows], w3_data, out=b[rows])
+        _sigmoid_data(a, out=s[rows])
+        np.multiply(a, s[rows], out=a)  # u = silu(a): the backward needs no a
+        np.multiply(a, b[rows], out=h[rows])
+        np.matmul(h[rows], w2_data, out=out[rows])
+    out = out.reshape(*x_data.shape[:-1], d_out)  # (..., d)
 
     def backward(g: np.ndarray):
         g2 = g.reshape(-1, g.shape[-1])  # (N, d)
-        gw2 = (h.T @ g2) if w2.requires_grad else None  # (F, d)
+        gw2 = _sum_of_row_block_products(h, g2) if w2.requires_grad else None  # (F, d)
         if not (x.requires_grad or w1.requires_grad or w3.requires_grad):
             return None, None, gw2, None
         gh = g2 @ w2_data.T  # (N, F)
@@ -294,8 +487,8 @@ def swiglu(x: Tensor, w1: Tensor, w2: Tensor, w3: Tensor) -> Tensor:
         ga = gh  # gh is not needed after this: ga is computed in its buffer
         ga *= b
         ga *= silu_grad  # ga = (gh·b)·silu'(a)
-        gw1 = (x2.T @ ga) if w1.requires_grad else None  # (d, F)
-        gw3 = (x2.T @ gb) if w3.requires_grad else None  # (d, F)
+        gw1 = _sum_of_row_block_products(x2, ga) if w1.requires_grad else None  # (d, F)
+        gw3 = _sum_of_row_block_products(x2, gb) if w3.requires_grad else None  # (d, F)
         gx = None
         if x.requires_grad:
             gx = ga @ w1_data.T

@@ -9,9 +9,8 @@ Every layer exists twice: as a *functional form* that takes its weights as expli
 arguments (so a gradient sandbox can show the gradient of each weight), and as a
 *module* that owns those weights and calls the functional form. Everything is composed
 from ``glassllm.autograd`` only; there is no hand-written backward in this file.
-``attention``'s core (scores, mask, softmax, weighted values), ``rms_norm`` and
-``swiglu`` run as fused nodes (``glassllm.fused``), whose tests show they give the
-numbers of the composed lines kept beside them (issue 18).
+``attention``, ``rms_norm`` and ``swiglu`` run as fused nodes (``glassllm.fused``), whose
+tests show they give the numbers of the composed lines kept beside them (issue 18).
 
 Shape letters (STYLE.md): B batch · n sequence length · d model width · H query heads ·
 Hkv key/value heads · dk head dimension · V vocabulary · F feed-forward width ·
@@ -49,7 +48,7 @@ from glassllm.autograd import (
     transpose,
 )
 from glassllm.checks import check_int, check_real
-from glassllm.fused import causal_attention
+from glassllm.fused import attention as fused_attention
 from glassllm.fused import rms_norm as fused_rms_norm
 from glassllm.fused import swiglu as fused_swiglu
 from glassllm.shapes import ShapeError, positive_count
@@ -376,7 +375,9 @@ def attention(
         x: (B, n, d); wq: (d, H·dk); wk, wv: (d, Hkv·dk); wo: (H·dk, d), with dk = d/H;
         cos, sin: (n, dk/2) from ``rope_angles``; out: (B, n, d).
 
-    Backward (composed: matmul, reshape, transpose, rope, repeat_kv, masked_fill, softmax):
+    Backward (one fused node, ``glassllm.fused.attention``, equal to the chain rule through
+    the composed lines below — matmul, reshape, transpose, rope, repeat_kv, masked_fill,
+    softmax — which run instead while ``ATTENTION_PROBE`` is set; tests/test_fused.py):
         x, wq, wk, wv, wo: by the chain rule through those ops
         n_heads, n_kv_heads: not differentiable (integers, L2.4)
         cos, sin: not differentiable (trig tables, L0.6)
@@ -401,6 +402,11 @@ def attention(
         np.shape(cos), np.shape(sin),
     )
     dk = d // n_heads
+    probe = ATTENTION_PROBE.get()
+    if probe is None:  # the lines below as one node: the same numbers (glassllm/fused.py)
+        x, wq, wk, wv, wo = (t if isinstance(t, Tensor) else Tensor(t)
+                             for t in (x, wq, wk, wv, wo))
+        return fused_attention(x, wq, wk, wv, wo, n_heads, n_kv_heads, cos, sin)  # (B, n, d)
 
     q = reshape(linear(x, wq), (B, n, n_heads, dk))  # (B, n, H, dk)
     k = reshape(linear(x, wk), (B, n, n_kv_heads, dk))  # (B, n, Hkv, dk)
@@ -411,17 +417,14 @@ def attention(
 
     q = rope(q, cos, sin)  # (B, H, n, dk)
     k = rope(k, cos, sin)  # (B, Hkv, n, dk)
-    probe = ATTENTION_PROBE.get()
-    if probe is None:  # the lines below as one node: same numbers, no k/v copies
-        heads = causal_attention(q, k, v)  # (B, H, n, dk); glassllm/fused.py
-    else:  # the probe needs the weights as a tensor of their own
-        k = repeat_kv(k, n_heads // n_kv_heads)  # (B, H, n, dk)
-        v = repeat_kv(v, n_heads // n_kv_heads)  # (B, H, n, dk)
-        scores = matmul(q, transpose(k, (0, 1, 3, 2))) / math.sqrt(dk)  # (B, H, n, n)
-        future = np.triu(np.ones((n, n), dtype=bool), k=1)  # (n, n): True above the diagonal
-        weights = softmax(masked_fill(scores, future, -np.inf), axis=-1)  # (B, H, n, n)
-        weights = probe(weights)  # (B, H, n, n): recorded (or nudged) by the caller
-        heads = matmul(weights, v)  # (B, H, n, dk)
+    # the probe needs the weights as a tensor of their own: the composed lines
+    k = repeat_kv(k, n_heads // n_kv_heads)  # (B, H, n, dk)
+    v = repeat_kv(v, n_heads // n_kv_heads)  # (B, H, n, dk)
+    scores = matmul(q, transpose(k, (0, 1, 3, 2))) / math.sqrt(dk)  # (B, H, n, n)
+    future = np.triu(np.ones((n, n), dtype=bool), k=1)  # (n, n): True above the diagonal
+    weights = softmax(masked_fill(scores, future, -np.inf), axis=-1)  # (B, H, n, n)
+    weights = probe(weights)  # (B, H, n, n): recorded (or nudged) by the caller
+    heads = matmul(weights, v)  # (B, H, n, dk)
 
     merged = reshape(transpose(heads, (0, 2, 1, 3)), (B, n, n_heads * dk))  # (B, n, d)
     return linear(merged, wo)  # (B, n, d)

@@ -228,7 +228,7 @@ class SGD(_Optimizer):
                     buf *= self.momentum
                     buf += (1.0 - self.dampening) * g
                 g = g + self.momentum * buf if self.nesterov else buf
-            p.data = p.data - self.lr * g  # a new array: data is read-only
+            p._take_data(p.data - self.lr * g)  # a new array: data is read-only
 
 
 class AdamW(_Optimizer):
@@ -294,7 +294,7 @@ class AdamW(_Optimizer):
             state["step"] += 1
             t, m, v = state["step"], state["exp_avg"], state["exp_avg_sq"]
             decayed = p.data * (1.0 - self.lr * self.weight_decay)  # decoupled weight decay
-            # the formulas above in place on one scratch array, in the order written
+            # the formulas above, in place on one scratch array
             scratch = np.multiply(g, 1.0 - self.beta1)  # (1 − β1)·g
             m *= self.beta1
             m += scratch
@@ -303,13 +303,13 @@ class AdamW(_Optimizer):
             v *= self.beta2
             v += scratch
             step_size = self.lr / (1.0 - self.beta1**t)
-            denom = np.sqrt(v, out=scratch)
-            denom /= math.sqrt(1.0 - self.beta2**t)
-            denom += self.eps
-            update = step_size * m
-            update /= denom
-            decayed -= update
-            p.data = decayed
+            if step_size > 0:  # (lr = 0: no step)
+                # step_size · m / denom as m / (denom / step_size): one pass fewer
+                denom = np.sqrt(v, out=scratch)
+                denom *= 1.0 / (math.sqrt(1.0 - self.beta2**t) * step_size)  # a product
+                denom += self.eps / step_size
+                decayed -= np.divide(m, denom, out=denom)
+            p._take_data(decayed)  # a new array only p holds: no copy (data is read-only)
 
 
 def clip_grad_norm(

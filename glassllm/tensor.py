@@ -155,6 +155,15 @@ class Tensor:
         arr.flags.writeable = False
         self._data = arr
 
+    def _take_data(self, array: np.ndarray) -> None:
+        """Make `array` the data as it is, without the setter's checks and copy.
+
+        For an optimizer's update: `array` must be a new float64 array of this tensor's
+        shape that nobody else holds (it is made read-only here, as the setter's copy is).
+        """
+        array.flags.writeable = False
+        self._data = array
+
     @property
     def grad(self) -> np.ndarray | None:
         """dL/dself from the backward passes so far (summed), shaped like `data`; or None."""

@@ -246,6 +246,24 @@ def test_embedding_backward_equals_np_add_at(ids_shape, d):
     np.testing.assert_allclose(weight.grad, expected, rtol=1e-14, atol=1e-15)
 
 
+@pytest.mark.parametrize("repeats", [1, 3, 8, 9])
+def test_embedding_backward_by_rank_is_np_add_at_bit_for_bit(repeats):
+    """A large scatter whose ids repeat at most 8 times adds the first rows of all ids,
+    then the second rows...: add.at's sums in add.at's order (9 repeats: reduceat)."""
+    rng = np.random.default_rng(repeats)
+    ids = rng.permutation(np.repeat(np.arange(64), repeats))[: 64 * repeats].reshape(-1, 8)
+    ids[0, 0] -= 64  # a negative id counts from the end
+    weight = Tensor(rng.normal(size=(64, 16)), requires_grad=True)
+    out = ag.embedding(weight, ids)
+    g = rng.normal(size=out.shape)
+    out.backward(g)
+    expected = np.zeros((64, 16))
+    np.add.at(expected, ids, g)
+    if repeats <= 8:
+        assert np.array_equal(weight.grad, expected)
+    np.testing.assert_allclose(weight.grad, expected, rtol=1e-14, atol=1e-15)
+
+
 def test_reflected_pow_with_constant_base():
     t = Tensor([0.0, 1.0, 2.0], requires_grad=True)
     out = np.array([[2.0], [-2.0], [0.0]]) ** t  # broadcasts t up to (3, 3)
