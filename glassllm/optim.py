@@ -231,6 +231,11 @@ class SGD(_Optimizer):
             p._take_data(p.data - self.lr * g)  # a new array: data is read-only
 
 
+# The folded update divides by step_size: safe while sqrt(v) / step_size stays finite
+# (sqrt(v) <= 1.4e154 for any finite v), so below this the update keeps PyTorch's order.
+_FOLDABLE = 1e-100
+
+
 class AdamW(_Optimizer):
     """Adam with decoupled weight decay (Loshchilov & Hutter 2019), as ``torch.optim.AdamW``.
 
@@ -303,12 +308,21 @@ class AdamW(_Optimizer):
             v *= self.beta2
             v += scratch
             step_size = self.lr / (1.0 - self.beta1**t)
-            if step_size > 0:  # (lr = 0: no step)
+            root_bc2 = math.sqrt(1.0 - self.beta2**t)
+            denom = np.sqrt(v, out=scratch)
+            if step_size >= _FOLDABLE:
                 # step_size · m / denom as m / (denom / step_size): one pass fewer
-                denom = np.sqrt(v, out=scratch)
-                denom *= 1.0 / (math.sqrt(1.0 - self.beta2**t) * step_size)  # a product
+                denom *= 1.0 / (root_bc2 * step_size)  # a product
                 denom += self.eps / step_size
                 decayed -= np.divide(m, denom, out=denom)
+            elif step_size > 0:  # (lr = 0: no step)
+                # a tiny step size: 1 / step_size could overflow to inf (and 0 · inf = NaN
+                # where v = 0), so PyTorch's order: sqrt(v) / √(1 − β2ᵗ) + eps, then m / it
+                denom /= root_bc2
+                denom += self.eps
+                np.divide(m, denom, out=denom)
+                denom *= step_size
+                decayed -= denom
             p._take_data(decayed)  # a new array only p holds: no copy (data is read-only)
 
 

@@ -66,3 +66,31 @@ def test_eps_inside_the_square_root_would_be_caught():
     inside = p * (1 - lr * wd) - lr * (m / 0.1) / np.sqrt(v / 0.001 + eps)
     assert np.max(np.abs(inside - case["expected"][0])) > 1e-6
     np.testing.assert_allclose(trajectory(case)[0], case["expected"][0], rtol=1e-12)
+
+
+@pytest.mark.parametrize("lr", [1e-310, 1e-200, 1e-120, 1e-99])
+def test_a_tiny_learning_rate_steps_in_pytorchs_order_without_nan(lr):
+    """QA: the folded update (m / (denom / step_size)) overflowed 1 / step_size to inf for a
+    subnormal lr, and 0 · inf gave NaN where v = 0; torch.optim.AdamW answers [1.0, 1.0].
+    Below the fold's range the update is PyTorch's: step_size · m / (sqrt(v)/√bc2 + eps)."""
+    import warnings
+
+    from glassllm import Tensor
+    from glassllm.optim import AdamW
+    p = Tensor(np.array([1.0, 1.0, -3.0]), requires_grad=True)
+    opt = AdamW([p], lr=lr, weight_decay=0.0)
+    g = np.array([0.0, 1.0, 1e-3])
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        for _ in range(3):
+            p.grad = g.copy()
+            opt.step()
+    m = v = np.zeros(3)
+    x = np.array([1.0, 1.0, -3.0])
+    for t in (1, 2, 3):                       # PyTorch's AdamW, written out
+        m = 0.9 * m + 0.1 * g
+        v = 0.999 * v + 0.001 * g * g
+        denom = np.sqrt(v) / np.sqrt(1 - 0.999**t) + 1e-8
+        x = x - lr / (1 - 0.9**t) * (m / denom)
+    assert np.all(np.isfinite(p.data))
+    np.testing.assert_allclose(p.data, x, rtol=1e-15, atol=0)
