@@ -572,3 +572,20 @@ def test_a_long_flat_chain_is_refused_with_how_to_group_it():
     assert "each operator of a chain such as a + b + c is one level" in str(err.value)
     grouped = " + ".join("(" + " + ".join(["x"] * 11) + ")" for _ in range(6))
     assert E.evaluate(grouped, {"x": 1.0})["value"] == 66.0
+
+
+@pytest.mark.parametrize("deep", ["x" + ".T" * 70, "-" * 70 + "x", "x" + "[0]" * 70,
+                                  "2 ** " * 70 + "x"])
+def test_deep_nesting_that_is_not_a_chain_gets_no_chain_advice(deep):
+    """QA: brackets cannot flatten .T.T…, - - …, [0][0]… or the right-associative **."""
+    with pytest.raises(E.ExprError) as err:
+        E.evaluate(deep, {"x": np.ones((1,) * 2)}, limits=E.Limits(max_length=10**4))
+    assert err.value.code == "too_deep"
+    assert "nests deeper than 64 levels" in str(err.value)
+    assert "chain" not in str(err.value)
+
+
+def test_a_long_chain_inside_a_call_gets_the_chain_advice():
+    with pytest.raises(E.ExprError) as err:
+        E.evaluate("exp(" + " + ".join(["x"] * 70) + ")", {"x": 1.0})
+    assert "each operator of a chain" in str(err.value)

@@ -144,16 +144,19 @@ def _whitelist(p: Parsed, limits: Limits) -> None:
     offences: list[tuple[int, str]] = []
     methods: set[int] = set()          # ids of Attribute nodes that are the callee of a Call
     count = 0
-    stack: list[tuple[ast.AST, int]] = [(p.tree, 0)]
+    # (node, depth, how many left-associative operators lead straight down to it: the
+    # chain a + b + c … nests one level per operator)
+    stack: list[tuple[ast.AST, int, int]] = [(p.tree, 0, 0)]
     while stack:                        # iterative: a deep tree cannot overflow the stack
-        node, depth = stack.pop()
+        node, depth, chain = stack.pop()
         if isinstance(node, ast.expr):
             count += 1
             if depth > limits.max_depth:
-                raise _fail(f"the expression nests deeper than {limits.max_depth} levels; each"
-                            " operator of a chain such as a + b + c is one level, so group a"
-                            " long chain in brackets, e.g. (a + b) + (c + d)", p.pos(node),
-                            code="too_deep")
+                hint = ("; each operator of a chain such as a + b + c is one level, so group"
+                        " a long chain in brackets, e.g. (a + b) + (c + d)"
+                        if 2 * chain > limits.max_depth else "")
+                raise _fail(f"the expression nests deeper than {limits.max_depth} levels{hint}",
+                            p.pos(node), code="too_deep")
         if count > 4 * limits.max_nodes:
             raise _fail(f"the expression has more than {4 * limits.max_nodes} parts",
                         code="too_many_nodes")
@@ -191,7 +194,10 @@ def _whitelist(p: Parsed, limits: Limits) -> None:
                                         " .transpose()"))
         elif isinstance(node, ast.Name) and node.id.startswith("__"):
             offences.append((p.pos(node), f"the name '{echo_name(node.id)}' is not allowed"))
-        stack.extend((child, depth + 1) for child in ast.iter_child_nodes(node))
+        chained = isinstance(node, ast.BinOp) and not isinstance(node.op, ast.Pow)
+        stack.extend((child, depth + 1,        # a right operand inherits its chain's count
+                      (chain + (child is node.left)) if chained else 0)
+                     for child in ast.iter_child_nodes(node))
     if offences:
         pos, message = min(offences)
         raise _fail(message, pos)
