@@ -238,3 +238,18 @@ def test_a_mask_names_its_first_element_that_is_not_a_boolean(mask, shown):
     with pytest.raises(WireError, match="must hold booleans") as info:
         coerce("bool_mask", "mask", mask)
     assert info.value.input == "mask" and str(info.value).endswith(shown)
+
+
+@pytest.mark.parametrize("op, body, blamed", [
+    ("embedding", '{"inputs": {"weight": [[1.0, 2.0], [3.0, 4.0]], "ids": [5]}}', "ids"),
+    ("cross_entropy", '{"inputs": {"logits": [[1.0, 2.0]], "targets": [3]}}', "targets"),
+    ("getitem", '{"inputs": {"a": [1.0, 2.0], "index": [5]}}', "index"),
+])
+def test_an_index_out_of_bounds_blames_the_index_input(client, op, body, blamed):
+    """QA: was "input": "weight, ids"; docs/http.md blames an out-of-range id or target
+    on that argument, as the expression evaluator's position does."""
+    r = post(client, f"/api/v1/ops/{op}", body)
+    assert r.status_code == 400, r.text
+    err = r.json()["error"]
+    assert err["code"] == "numpy_error" and err["input"] == blamed
+    assert "IndexError: index" in err["message"] and "out of bounds" in err["message"]

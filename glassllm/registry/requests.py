@@ -91,8 +91,15 @@ def coerce_inputs(op: Op, inputs: Mapping[str, Any], *, maybe_bools: bool = True
 
 
 def compute_error(op: Op, names: Sequence[str], exc: Exception) -> ComputeError:
-    """NumPy's shape / axis / broadcast / index error, naming the op and its inputs."""
-    return ComputeError(", ".join(names),
+    """NumPy's shape / axis / broadcast / index error, naming the op and its inputs. An
+    index out of bounds blames the one index-like input (``ids``, ``targets``, ``index``,
+    a mask) when there is one, as the expression evaluator points at it."""
+    blamed = list(names)
+    if isinstance(exc, IndexError) and not isinstance(exc, np.exceptions.AxisError):
+        kinds = {spec.name: spec.kind for spec in op.inputs}
+        indices = [n for n in names if kinds.get(n) in ("index", "int_array", "bool_mask")]
+        blamed = indices if len(indices) == 1 else blamed
+    return ComputeError(", ".join(blamed),
                         f"{op.name}({', '.join(names)}): {type(exc).__name__}: {exc}")
 
 
