@@ -162,6 +162,23 @@ class Admission:
         metrics.slot_waited(lane, 0.0)
         return lane
 
+    def refuse_if_full(self) -> None:
+        """Before a request's body is read: when every slot is busy and the queue is full,
+        `slot` would refuse it once its body was read, decoded and planned, so refuse it now
+        (the same 503 ``queue_full``). Under an overload this keeps refused requests from
+        reading and decoding megabytes each (issue 9: RSS after an overload).
+
+        Raises: `ApiError` 503 ``queue_full`` with Retry-After.
+        """
+        if self.waiting >= self.max_queue and self.running >= self.capacity:
+            raise self._queue_full()
+
+    def _queue_full(self) -> ApiError:
+        metrics.refused("queue_full")
+        return ApiError(503, "queue_full", f"the sandbox is busy: {self.waiting} requests are"
+                        " already waiting for a compute slot (GLASSLLM_MAX_QUEUE); retry"
+                        " shortly", headers=self._retry_after())
+
     def release(self, lane: str) -> None:
         """Give a slot of `lane` back: the next waiter (if any) gets it."""
         self.busy[lane] -= 1
@@ -177,10 +194,7 @@ class Admission:
             metrics.slot_waited(lane, 0.0)
             return
         if self.waiting >= self.max_queue:
-            metrics.refused("queue_full")
-            raise ApiError(503, "queue_full", f"the sandbox is busy: {self.waiting} requests"
-                           " are already waiting for a compute slot (GLASSLLM_MAX_QUEUE);"
-                           " retry shortly", headers=self._retry_after())
+            raise self._queue_full()
         w = _Waiter(lane, client)
         self.lanes[lane].push(w)
         metrics.queue_depth(lane, +1)

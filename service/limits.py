@@ -90,6 +90,9 @@ async def read_json_then(request: Request, settings: Settings,
         raise ApiError(415, "unsupported_media_type", f"Content-Encoding {coding[:40]!r} is not"
                        " accepted; send the body uncompressed", op=op, input="Content-Encoding",
                        headers={"Accept-Encoding": "identity"})
+    admission = _admission(request)
+    if admission is not None:
+        admission.refuse_if_full()      # every slot busy, the queue full: before the body
     body = await read_body(request, settings, op=op)
     if not body.strip():
         raise ApiError(422, "invalid_request", f"the body is empty; send {send}", op=op,
@@ -117,10 +120,12 @@ def _check_charset(params: list[str], op: str | None) -> None:
                            f" charset={value[:40]!r}", op=op, input="Content-Type")
 
 
+def _admission(request: Request) -> Any:
+    return getattr(getattr(request.scope.get("app"), "state", None), "admission", None)
+
+
 def _work_done(request: Request) -> None:
-    app = request.scope.get("app")
-    admission = getattr(getattr(app, "state", None), "admission", None)
-    trim = getattr(admission, "idle_trim", None)
+    trim = getattr(_admission(request), "idle_trim", None)
     if trim is not None:
         trim.work_done()
 

@@ -330,6 +330,62 @@ def test_over_http_an_eval_softmax_passes_a_queued_eval_matmul():
         assert matmul.result().json()["value"][0][0] == 256.0
 
 
+def test_refuse_if_full_only_when_every_slot_is_busy_and_the_queue_is_full():
+    """The check made before a body is read refuses exactly what `slot` would refuse for
+    any lane: a free slot, or room in the queue, lets the request on to its body."""
+    async def main():
+        adm = admission(capacity=1, max_queue=1)
+        adm.refuse_if_full()                      # idle: nothing refused
+        a = Holder(adm, "a")
+        await until(lambda: a.admitted)
+        adm.refuse_if_full()                      # slot busy, queue empty: room to wait
+        b = Holder(adm, "b")
+        await until(lambda: adm.waiting == 1)
+        with pytest.raises(ApiError) as exc:
+            adm.refuse_if_full()
+        assert (exc.value.status, exc.value.code) == (503, "queue_full")
+        assert exc.value.headers == {"Retry-After": "3"}
+        a.release()                               # b takes the slot: the queue has room
+        await until(lambda: b.admitted)
+        adm.refuse_if_full()
+        b.release()
+        await asyncio.gather(a.task, b.task)
+    run(main())
+
+
+def test_over_http_a_full_queue_refuses_before_reading_the_body():
+    """Every slot busy and the queue full: a request is a 503 queue_full with Retry-After
+    before its body is read or decoded (issue 9: an overload's refused (256, 256) matmuls
+    no longer each read and decode megabytes). The body sent here is not even JSON: it is
+    never looked at."""
+    from fastapi.testclient import TestClient
+
+    from service.app import create_app
+    from service.settings import Settings
+
+    app = create_app(Settings(max_concurrency=1, max_queue=1))
+    adm = app.state.admission
+    with TestClient(app) as c:
+        release = c.portal.call(_new_event)
+        held = c.portal.start_task_soon(_hold, adm, release, SMALL_COST)
+        c.portal.call(until, lambda: adm.running == 1)
+        queued = c.portal.start_task_soon(_hold, adm, release, SMALL_COST)
+        c.portal.call(until, lambda: adm.waiting == 1)
+        try:
+            full = [c.post(path, content=body, headers={"Content-Type": "application/json"})
+                    for path, body in (("/api/v1/ops/softmax", b"not json at all"),
+                                       ("/api/v1/eval", b"{"))]
+        finally:                 # the held slot and the queued waiter always finish
+            c.portal.call(release.set)
+            held.result(), queued.result()
+        for r in full:
+            assert r.status_code == 503 and r.json()["error"]["code"] == "queue_full"
+            assert r.headers["Retry-After"] == str(adm.retry_after)
+        r = c.post("/api/v1/ops/softmax", content=b"not json at all",   # room again: read,
+                   headers={"Content-Type": "application/json"})        # and refused as JSON
+        assert r.status_code == 422
+
+
 async def _new_event() -> asyncio.Event:
     return asyncio.Event()
 
