@@ -13,6 +13,7 @@ import os
 import socket
 import subprocess
 import sys
+import tempfile
 import threading
 import time
 from pathlib import Path
@@ -34,7 +35,10 @@ def start(bare: bool = False) -> tuple[subprocess.Popen, str]:
     if bare:
         cmd = [sys.executable, "-m", "uvicorn", "bare_app:app", "--app-dir", "bench",
                "--port", str(port), "--log-level", "warning", "--no-access-log"]
-    proc = subprocess.Popen(cmd, cwd=ROOT, env=env)
+    # the server's access log goes to a file, as a deployment's would, not to this terminal
+    log = Path(tempfile.mkdtemp(prefix="glassllm-bench-")) / "server.log"
+    proc = subprocess.Popen(cmd, cwd=ROOT, env=env, stdout=subprocess.DEVNULL,
+                            stderr=log.open("wb"))
     url = f"http://127.0.0.1:{port}"
     for _ in range(300):
         try:
@@ -74,6 +78,47 @@ def measure(url: str, method: str, path: str, body: bytes | None, concurrency: i
     return float(np.percentile(lat, 50)), float(np.percentile(lat, 99)), len(lat) / elapsed
 
 
+def interleaved_ratio(url: str, softmax: bytes, rounds: int, window: float,
+                      post_path: str = "/api/v1/ops/softmax"
+                      ) -> tuple[float, float, float, float, float]:
+    """POST ``post_path`` (a (4, 8) softmax's body) / GET /healthz requests per second at
+    concurrency 1, measured in alternating
+    windows on one kept-alive connection each, so both sides see the same machine: on a
+    shared 2-vCPU VM /healthz alone swings by 1.4x between back-to-back runs, more than the
+    gap being measured. Returns (median, min, max of the per-round ratios, healthz req/s,
+    softmax req/s over all rounds)."""
+    headers = {"content-type": "application/json"}
+    counts = {"healthz": 0, "softmax": 0}
+    spent = {"healthz": 0.0, "softmax": 0.0}
+    ratios = []
+    with httpx.Client(base_url=url, timeout=60) as h, httpx.Client(base_url=url, timeout=60) as s:
+        def window_of(name: str) -> float:
+            n, t0 = 0, time.perf_counter()
+            stop = t0 + window
+            while time.perf_counter() < stop:
+                if name == "healthz":
+                    r = h.get("/healthz")
+                else:
+                    r = s.post(post_path, content=softmax, headers=headers)
+                assert r.status_code == 200, r.text[:200]
+                n += 1
+            took = time.perf_counter() - t0
+            counts[name] += n
+            spent[name] += took
+            return n / took
+
+        window_of("healthz"), window_of("softmax")          # warm both paths first
+        counts.update(healthz=0, softmax=0)
+        spent.update(healthz=0.0, softmax=0.0)
+        for k in range(rounds):
+            first, second = ("healthz", "softmax") if k % 2 == 0 else ("softmax", "healthz")
+            rate = {first: window_of(first), second: window_of(second)}
+            ratios.append(rate["softmax"] / rate["healthz"])
+    r = np.array(ratios)
+    return (float(np.median(r)), float(r.min()), float(r.max()),
+            counts["healthz"] / spent["healthz"], counts["softmax"] / spent["softmax"])
+
+
 def matmul_floor(body: bytes, repeats: int = 20) -> float:
     """ms for decode + forward + backward + encode, with no web framework at all."""
     times = []
@@ -93,6 +138,8 @@ def matmul_floor(body: bytes, repeats: int = 20) -> float:
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--seconds", type=float, default=3.0)
+    parser.add_argument("--rounds", type=int, default=20,
+                        help="alternating windows of the softmax / healthz ratio")
     args = parser.parse_args()
     rng = np.random.default_rng(0)
     softmax = orjson.dumps({"inputs": {"a": rng.normal(size=(4, 8))}},
@@ -112,8 +159,12 @@ def main() -> None:
                 p50, p99, rps = measure(url, method, path, body, conc, args.seconds)
                 rates[name, conc] = rps
                 print(f"{name:<22}{conc:>5}{p50:>10.2f}{p99:>10.2f}{rps:>10.0f}")
-        print(f"softmax (4, 8) / healthz requests per second at concurrency 1: "
-              f"{rates['softmax (4, 8)', 1] / rates['healthz', 1]:.2f}x (target >= 0.8x, issue 18)")
+        print(f"softmax (4, 8) / healthz requests per second at concurrency 1, the runs above:"
+              f" {rates['softmax (4, 8)', 1] / rates['healthz', 1]:.2f}x")
+        med, lo, hi, h_rate, s_rate = interleaved_ratio(url, softmax, args.rounds, 0.5)
+        print(f"softmax (4, 8) / healthz at concurrency 1, {args.rounds} alternating 0.5 s"
+              f" windows: median {med:.2f}x (rounds {lo:.2f}-{hi:.2f}; {s_rate:.0f} vs"
+              f" {h_rate:.0f} req/s) (target >= 0.8x, issue 18)")
         print(f"matmul 256² floor (decode + NumPy fwd/bwd + encode, in-process):"
               f" {matmul_floor(matmul):.2f} ms")
     finally:
@@ -123,10 +174,10 @@ def main() -> None:
     # a POST that reads its body and answers a fixed JSON against a GET.
     proc, url = start(bare=True)
     try:
-        get = measure(url, "GET", "/healthz", None, 1, args.seconds)[2]
-        post = measure(url, "POST", "/echo", softmax, 1, args.seconds)[2]
-        print(f"bare Starlette (no glassllm): GET {get:.0f} req/s, POST echo {post:.0f} req/s at"
-              f" concurrency 1: {post / get:.2f}x, the ratio a POST gets before any work")
+        med, lo, hi, get, post = interleaved_ratio(url, softmax, args.rounds, 0.5, "/echo")
+        print(f"bare Starlette (no glassllm): POST echo / GET at concurrency 1, the same"
+              f" alternating windows: median {med:.2f}x (rounds {lo:.2f}-{hi:.2f}; {post:.0f} vs"
+              f" {get:.0f} req/s), the ratio a POST gets before any work")
     finally:
         proc.terminate()
         proc.wait(timeout=10)
