@@ -23,9 +23,7 @@ async def read_body(request: Request, settings: Settings, op: str | None = None)
     `op`: the registry op the path names, if any, so the refusal names it like every other.
     """
     limit = settings.max_body_bytes
-    declared = request.headers.get("content-length")
-    if declared is not None and declared.isdigit() and int(declared) > limit:
-        raise _too_big(limit, op)
+    _check_declared_length(request, limit, op)
     # The ASGI messages themselves (what Starlette's Request.stream reads, without its
     # async generator): a small body is one message, returned as it came.
     chunks, size = [], 0
@@ -40,6 +38,13 @@ async def read_body(request: Request, settings: Settings, op: str | None = None)
         if not message.get("more_body", False):
             return b"".join((*chunks, chunk)) if chunks else chunk
         chunks.append(chunk)
+
+
+def _check_declared_length(request: Request, limit: int, op: str | None) -> None:
+    """413 at once for a Content-Length over the limit: the body is never read."""
+    declared = request.headers.get("content-length")
+    if declared is not None and declared.isdigit() and int(declared) > limit:
+        raise _too_big(limit, op)
 
 
 def _too_big(limit: int, op: str | None) -> ApiError:
@@ -57,26 +62,32 @@ def check_depth(body: bytes, settings: Settings, op: str | None = None) -> None:
 
 
 async def read_json(request: Request, settings: Settings, op: str | None = None, *,
-                    send: str = '{"inputs": {...}}') -> tuple[Any, bool]:
+                    send: str = '{"inputs": {...}}', queued: bool = True) -> tuple[Any, bool]:
     """A POST body as JSON, under the limits: 415 unless JSON, 413 past the size, 422 when
     empty (``send`` is what the message says to send), too deep or not JSON.
 
     Returns the parsed body and `maybe_bools` (the body spells true / false somewhere: the
     exact path of `glassllm.wire` is needed only then). `op` is named in every refusal.
+    `queued`: the request will wait for a compute slot (see `read_json_then`).
     """
     return await read_json_then(request, settings, lambda parsed, maybe_bools: (
-        parsed, maybe_bools), op=op, send=send)
+        parsed, maybe_bools), op=op, send=send, queued=queued)
 
 
 async def read_json_then(request: Request, settings: Settings,
                          then: Callable[[Any, bool], Any], op: str | None = None, *,
-                         send: str = '{"inputs": {...}}') -> Any:
+                         send: str = '{"inputs": {...}}', queued: bool = True) -> Any:
     """`read_json`, then ``then(parsed, maybe_bools)`` (the request's prepare step) in the
     same step: for a large body both run in one worker thread, under one token of the
     decode limiter. The parsed body (Python lists, several times its bytes) thus never
     waits in a queue, so at most 2 × slots of them are alive however many clients send
     big bodies at once (issue 9: a 512-client overload peaked at 785 MB when parsed bodies
-    queued for the prepare step)."""
+    queued for the prepare step).
+
+    `queued` (the default): the request goes on to wait for a compute slot
+    (`service.admission.run_admitted`), so when every slot is busy and the queue is full
+    it is refused (503 ``queue_full``) before its body is read, as the queue would refuse
+    it after. A route that takes no slot (starting a training run) passes False."""
     headers = request.headers
     ctype, *params = headers.get("content-type", "").lower().split(";")
     ctype = ctype.strip()
@@ -90,9 +101,10 @@ async def read_json_then(request: Request, settings: Settings,
         raise ApiError(415, "unsupported_media_type", f"Content-Encoding {coding[:40]!r} is not"
                        " accepted; send the body uncompressed", op=op, input="Content-Encoding",
                        headers={"Accept-Encoding": "identity"})
-    admission = _admission(request)
-    if admission is not None:
-        admission.refuse_if_full()      # every slot busy, the queue full: before the body
+    admission = _admission(request) if queued else None
+    if admission is not None:           # every slot busy, the queue full: refused before
+        _check_declared_length(request, settings.max_body_bytes, op)   # the body is read
+        admission.refuse_if_full()      # (a too-large declared body is still a 413)
     body = await read_body(request, settings, op=op)
     if not body.strip():
         raise ApiError(422, "invalid_request", f"the body is empty; send {send}", op=op,

@@ -375,12 +375,20 @@ def test_over_http_a_full_queue_refuses_before_reading_the_body():
             full = [c.post(path, content=body, headers={"Content-Type": "application/json"})
                     for path, body in (("/api/v1/ops/softmax", b"not json at all"),
                                        ("/api/v1/eval", b"{"))]
+            # a declared length over the limit stays the permanent 413, not a retry later
+            too_big = c.post("/api/v1/ops/softmax", content=b"x",
+                             headers={"Content-Type": "application/json",
+                                      "Content-Length": str(10**12)})
+            # a training run takes no compute slot: its body is read and checked as ever
+            train = c.post("/api/v1/train", json={"steps": 10**9})
         finally:                 # the held slot and the queued waiter always finish
             c.portal.call(release.set)
             held.result(), queued.result()
         for r in full:
             assert r.status_code == 503 and r.json()["error"]["code"] == "queue_full"
             assert r.headers["Retry-After"] == str(adm.retry_after)
+        assert too_big.status_code == 413 and too_big.json()["error"]["code"] == "body_too_large"
+        assert train.status_code == 422 and train.json()["error"]["code"] == "too_many_steps"
         r = c.post("/api/v1/ops/softmax", content=b"not json at all",   # room again: read,
                    headers={"Content-Type": "application/json"})        # and refused as JSON
         assert r.status_code == 422
