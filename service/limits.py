@@ -102,9 +102,11 @@ async def read_json_then(request: Request, settings: Settings,
                        " accepted; send the body uncompressed", op=op, input="Content-Encoding",
                        headers={"Accept-Encoding": "identity"})
     admission = _admission(request) if queued else None
-    if admission is not None:           # every slot busy, the queue full: refused before
-        _check_declared_length(request, settings.max_body_bytes, op)   # the body is read
-        admission.refuse_if_full()      # (a too-large declared body is still a 413)
+    if admission is not None:
+        # every slot busy and the queue full: refused before the body is read, but a
+        # declared length over the limit stays the permanent 413
+        _check_declared_length(request, settings.max_body_bytes, op)
+        admission.refuse_if_full()
     body = await read_body(request, settings, op=op)
     if not body.strip():
         raise ApiError(422, "invalid_request", f"the body is empty; send {send}", op=op,

@@ -165,9 +165,9 @@ async def start_training(request: Request) -> Response:
     and ``time`` (Unix seconds when the child made it). Close the stream to stop the run.
     """
     limits: TrainSettings = request.app.state.train_settings
-    body, _ = await read_json(request, request.app.state.settings,     # runs in its own
-                              send='{"steps": 300} (or {} for the defaults)',  # process,
-                              queued=False)                               # not in a slot
+    # the run is a child process counted by `RunCounter`, not a compute slot: queued=False
+    body, _ = await read_json(request, request.app.state.settings,
+                              send='{"steps": 300} (or {} for the defaults)', queued=False)
     req: TrainRequest = _validate(TrainRequest, body)
     if req.steps > limits.max_train_steps:
         raise ApiError(422, "too_many_steps", f"steps {req.steps} is more than "
