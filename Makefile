@@ -72,7 +72,7 @@ test: $(VENV)/.stamp-test .tools/.stamp-generators | $(CHROMIUM)
 lint: $(VENV)/.stamp-test
 	$(VENV)/bin/ruff check .
 
-bench: $(VENV)/.stamp-service
+bench: $(VENV)/.stamp-bench
 	$(VPY) bench/service.py
 
 $(VENV)/.stamp-bench: pyproject.toml | $(VPY)
