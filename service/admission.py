@@ -175,9 +175,12 @@ class Admission:
 
     def _queue_full(self) -> ApiError:
         metrics.refused("queue_full")
-        return ApiError(503, "queue_full", f"the sandbox is busy: {self.waiting} requests are"
-                        " already waiting for a compute slot (GLASSLLM_MAX_QUEUE); retry"
-                        " shortly", headers=self._retry_after())
+        n = self.waiting
+        why = (f"{n} request{' is' if n == 1 else 's are'} already waiting for a compute slot"
+               " (GLASSLLM_MAX_QUEUE)" if self.max_queue else "every compute slot is busy"
+               " and waiting is off (GLASSLLM_MAX_QUEUE=0)")
+        return ApiError(503, "queue_full", f"the sandbox is busy: {why}; retry shortly",
+                        headers=self._retry_after())
 
     def release(self, lane: str) -> None:
         """Give a slot of `lane` back: the next waiter (if any) gets it."""

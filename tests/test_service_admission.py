@@ -353,6 +353,22 @@ def test_refuse_if_full_only_when_every_slot_is_busy_and_the_queue_is_full():
     run(main())
 
 
+def test_with_waiting_off_the_refusal_says_so():
+    """GLASSLLM_MAX_QUEUE=0: the 503 says every slot is busy and waiting is off, not that
+    "0 requests are already waiting"."""
+    async def main():
+        adm = admission(capacity=1, max_queue=0)
+        a = Holder(adm, "a")
+        await until(lambda: a.admitted)
+        with pytest.raises(ApiError) as exc:
+            adm.refuse_if_full()
+        assert exc.value.message == ("the sandbox is busy: every compute slot is busy and"
+                                     " waiting is off (GLASSLLM_MAX_QUEUE=0); retry shortly")
+        a.release()
+        await a.task
+    run(main())
+
+
 def test_over_http_a_full_queue_refuses_before_reading_the_body():
     """Every slot busy and the queue full: a request is a 503 queue_full with Retry-After
     before its body is read or decoded (issue 9: an overload's refused (256, 256) matmuls
@@ -387,6 +403,10 @@ def test_over_http_a_full_queue_refuses_before_reading_the_body():
         for r in full:
             assert r.status_code == 503 and r.json()["error"]["code"] == "queue_full"
             assert r.headers["Retry-After"] == str(adm.retry_after)
+        assert full[0].json()["error"]["op"] == "softmax"     # the op's route names its op
+        assert full[0].json()["error"]["message"] == (
+            "the sandbox is busy: 1 request is already waiting for a compute slot"
+            " (GLASSLLM_MAX_QUEUE); retry shortly")
         assert too_big.status_code == 413 and too_big.json()["error"]["code"] == "body_too_large"
         assert train.status_code == 422 and train.json()["error"]["code"] == "too_many_steps"
         r = c.post("/api/v1/ops/softmax", content=b"not json at all",   # room again: read,

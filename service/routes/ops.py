@@ -55,8 +55,13 @@ async def run_op(op: Op, request: Request) -> Response:
 
     # read, parse and prepare in one step: a queued request holds its NumPy inputs, never
     # the JSON lists (service/limits.py)
-    encoding, prepared = await read_json_then(request, settings, prepare, op=op.name)
-    out = await run_admitted(request, prepared.cost, answer, prepared, encoding)
+    try:
+        encoding, prepared = await read_json_then(request, settings, prepare, op=op.name)
+        out = await run_admitted(request, prepared.cost, answer, prepared, encoding)
+    except ApiError as exc:      # the queue's 503s know no op; this route's answers name it
+        if exc.op is None:
+            exc.op = op.name
+        raise
     return Response(out, media_type="application/json")
 
 
