@@ -580,11 +580,13 @@ def max(a: Any, axis: Any = None, keepdims: bool = False) -> Tensor:
 
     Ties split the incoming gradient equally among the tied positions, as
     PyTorch's `amax` and JAX's `max` do (L2.5). A NaN in a slice makes its max NaN
-    and its whole gradient NaN (0/0, with NumPy's warning), as in both of them.
+    and its whole gradient NaN, as in both of them; the input's NaN is the signal, and
+    the op adds no divide-by-zero warning of its own.
 
     Backward:
         a: g / k at each of the k positions equal to the max of its slice, 0 elsewhere
-           (computed as hit * (g / k), so k = 0 in a NaN slice gives NaN, as PyTorch)
+           (computed as hit * (g / k); a NaN slice matches nothing, k = 0, which is taken
+           as NaN so the whole slice's gradient is NaN, as PyTorch's)
 
     Raises: ValueError naming the axis when a reduced axis has length 0 (no maximum
     exists; PyTorch raises too, where tsum gives 0 and mean NaN); AxisError for a bad
@@ -619,6 +621,7 @@ def max(a: Any, axis: Any = None, keepdims: bool = False) -> Tensor:
         if np.count_nonzero(hit) == top.size and not np.isnan(top).any():
             return (hit * g,)  # every slice has one maximum (count 1): no ties to split
         count = hit.sum(axis=axis, keepdims=True, dtype=np.float64)
+        count[count == 0] = np.nan  # a NaN slice: NaN quietly, not g / 0 (a spurious warning)
         return (hit * (g / count),)
 
     return Tensor._make(out, (a,), "max", backward)
