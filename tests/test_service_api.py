@@ -132,6 +132,27 @@ def test_bad_input_is_4xx_naming_the_input(client, name, body, status, named):
     err(client.post(f"/api/v1/ops/{name}", json=body), status, named)
 
 
+@pytest.mark.parametrize("op,inputs,requires_grad,code", [
+    ("softmax", {"a": [1.0, 2.0]}, ["zzz"], "invalid_input"),           # not an input
+    ("cross_entropy", {"logits": [[1.0, 2.0]], "targets": [0]}, ["targets"],
+     "invalid_input"),                                                  # an index input
+    ("softmax", {"a": [1.0, 2.0]}, "a", "invalid_request"),             # not a list
+])
+def test_requires_grad_errors_have_the_codes_docs_http_lists(client, op, inputs,
+                                                             requires_grad, code):
+    """docs/http.md's table: the envelope's form is `invalid_request`, a name the op cannot
+    differentiate is `invalid_input` (found by a fresh QA pass: the table had it wrong)."""
+    r = client.post(f"/api/v1/ops/{op}", json={"inputs": inputs, "requires_grad": requires_grad})
+    e = r.json()["error"]
+    assert (r.status_code, e["code"], e["input"]) == (422, code, "requires_grad")
+
+
+def test_a_key_given_twice_counts_once_the_last_as_docs_http_says(client):
+    r = client.post("/api/v1/ops/exp", content=b'{"inputs": {"a": [1.0], "a": [2.0]}}',
+                    headers={"Content-Type": "application/json"})
+    assert r.status_code == 200 and r.json()["value"] == [float(np.exp(2.0))]
+
+
 def test_grad_output_shape_names_both_shapes(client):
     e = err(client.post("/api/v1/ops/neg", json={"inputs": {"a": [[1.0, 2.0]]},
                                                   "grad_output": [1.0]}), 422, "grad_output")
