@@ -14,6 +14,7 @@ from glassllm.runtime import tune_malloc
 from service import admission, errors, metrics, schemas
 from service.allow import AllowEveryMethod
 from service.auth import BearerToken
+from service.files import remove_private_dirs
 from service.observability import Observability
 from service.openapi import for_generators
 from service.routes import allow_head, batch, check, contract, dist, health, ops, pages
@@ -46,7 +47,10 @@ def _lifespan(settings: Settings):
         # (36 ms, twice per ~7 000 small requests, stalling whatever request triggered it).
         gc.collect()
         gc.freeze()
-        yield
+        try:
+            yield
+        finally:
+            remove_private_dirs()         # the /dist/ wheel this worker built (files.py)
     return lifespan
 
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import subprocess
 import sys
+import tempfile
 import zipfile
 from io import BytesIO
 
@@ -44,15 +45,18 @@ def test_pip_installs_the_client_from_the_sandbox(url, tmp_path):
 
 def test_the_wheel_cache_is_named_by_the_code_so_other_code_never_gets_a_stale_wheel(
         tmp_path, monkeypatch):
-    """Issue 12: the cache folder carries a digest of the wheel's files; a sandbox from other
-    code (another checkout, a newer commit, the same version number) builds its own wheel,
-    and the wheel holds this code's files (a QA run found a months-old wheel served)."""
+    """Issue 12: the wheel is kept per digest of its files; a sandbox from other code
+    (another checkout, a newer commit, the same version number) builds its own wheel, and
+    the wheel holds this code's files (a QA run found a months-old wheel served)."""
     from service.routes import dist
 
-    monkeypatch.setattr(dist.tempfile, "gettempdir", lambda: str(tmp_path))
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))      # where mkdtemp makes dirs
+    monkeypatch.setattr(dist, "_built", {})
     dist._content_key.cache_clear()
     first = dist.wheel()
-    assert first.parent.name == f"glassllm-dist-{dist.version()}-{dist._content_key()}"
+    assert first.parent.parent == tmp_path
+    assert first.parent.name.startswith(f"glassllm-dist-{dist.version()}-{dist._content_key()}-")
+    assert dist.wheel() == first                    # built once
     with zipfile.ZipFile(first) as zf:
         assert "glassllm/modules.py" in zf.namelist()
         assert zf.read("glassllm/modules.py") == (dist.PACKAGES[0] / "modules.py").read_bytes()

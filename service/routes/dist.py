@@ -6,8 +6,13 @@ an installed sandbox: a wheel is a zip of the package files plus a ``.dist-info`
 (PEP 427), and this module writes one from the ``glassllm`` and ``service`` packages as they
 are on disk, the page's files under ``service/static`` (where the real wheel puts them,
 pyproject.toml), and the installed distribution's own METADATA and entry points. It is
-built once, on the first request, into a cache folder under the temp dir named by a digest
-of those files (so code that changed gets a wheel of its own).
+built once per worker process, on the first request, into a directory that process made
+for itself (`service.files.private_dir`: mode 0700, its owner checked, removed at exit),
+and served from the path it wrote — never from a name another local user could guess and
+fill first in the shared temp directory. A wheel is kept per digest of its files (code
+that changed gets a wheel of its own). Every worker writes the same bytes (sorted files,
+fixed zip dates) and gives the file the newest source file's time, so the workers behind
+one port agree on Last-Modified and ETag.
 """
 
 from __future__ import annotations
@@ -16,18 +21,19 @@ import base64
 import functools
 import hashlib
 import importlib.metadata
-import tempfile
+import os
 import threading
 import zipfile
 from pathlib import Path
 
 from fastapi import APIRouter
-from starlette.responses import FileResponse, Response
+from starlette.responses import Response
 
 import glassllm
 import service
 from service.codec import dumps
 from service.errors import ApiError
+from service.files import FileResponse, private_dir
 from service.routes.pages import static_dir
 
 router = APIRouter(prefix="/dist", tags=["dist"])
@@ -116,14 +122,20 @@ def _content_key() -> str:
     return digest.hexdigest()[:16]
 
 
+_built: dict[str, Path] = {}     # content key -> the wheel this process wrote
+
+
 def wheel() -> Path:
-    """The cached wheel of this code, built on first use (one build at a time)."""
-    folder = Path(tempfile.gettempdir()) / f"glassllm-dist-{version()}-{_content_key()}"
-    path = folder / wheel_name()
+    """This code's wheel, built on first use (one build at a time) into a private directory
+    of this process (module docstring); later calls return the same path."""
+    key = _content_key()
     with _lock:
-        if not path.is_file():
-            folder.mkdir(parents=True, exist_ok=True)
-            build(folder)
+        path = _built.get(key)
+        if path is None or not path.is_file():      # first use, or removed at a shutdown
+            path = build(private_dir(f"glassllm-dist-{version()}-{key}-"))
+            newest = max(source.stat().st_mtime for _, source in _files())
+            os.utime(path, (newest, newest))
+            _built[key] = path
     return path
 
 

@@ -14,9 +14,9 @@ from pathlib import Path
 
 from fastapi import APIRouter, FastAPI
 from fastapi.openapi.docs import get_swagger_ui_html
-from fastapi.staticfiles import StaticFiles
-from starlette.responses import FileResponse, HTMLResponse
+from starlette.responses import HTMLResponse
 
+from service.files import FileResponse, StaticFiles
 from service.routes import allow_head
 
 HERE = Path(__file__).resolve().parent.parent
