@@ -15,6 +15,7 @@ from service import admission, errors, metrics, schemas
 from service.allow import AllowEveryMethod
 from service.auth import BearerToken
 from service.files import remove_private_dirs
+from service.hop import NoHopByHop
 from service.observability import Observability
 from service.openapi import for_generators
 from service.routes import allow_head, batch, check, contract, dist, health, ops, pages
@@ -80,7 +81,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     pages.install(app, settings.static_dir)
     app.include_router(allow_head(contract.router))  # the contract, docs/*.md (H7)
     # Middleware, innermost first: Allow on 405s, the token, CORS, then the access log and
-    # metrics around everything (issue 9).
+    # metrics around everything (issue 9), then the connection-specific headers removed.
     app.add_middleware(AllowEveryMethod, routes=app.router.routes)
     if settings.api_token:
         app.add_middleware(BearerToken, token=settings.api_token)
@@ -94,6 +95,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     app.add_middleware(Observability, access_log=settings.access_log,
                        fmt=settings.log_format, record_metrics=settings.metrics,
                        routes=app.router.routes)
+    app.add_middleware(NoHopByHop)        # outermost: no answer names the connection (hop.py)
 
     def openapi() -> dict:
         if app.openapi_schema is None:

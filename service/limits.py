@@ -48,9 +48,10 @@ def _check_declared_length(request: Request, limit: int, op: str | None) -> None
 
 
 def _too_big(limit: int, op: str | None) -> ApiError:
+    # No Connection: close (hop.py): the rest of an unread body is the server's to deal
+    # with; uvicorn reads it and drops it (RFC 9112 §9.3 lets a server read it or close).
     return ApiError(413, "body_too_large", f"the request body exceeds {limit} bytes"
-                    " (GLASSLLM_MAX_BODY_BYTES)", op=op, input="request body",
-                    headers={"Connection": "close"})
+                    " (GLASSLLM_MAX_BODY_BYTES)", op=op, input="request body")
 
 
 def check_depth(body: bytes, settings: Settings, op: str | None = None) -> None:
