@@ -8,6 +8,9 @@ a `SettingsError` that names the variable, the value and the rule.
 from __future__ import annotations
 
 import functools
+import ipaddress
+import re
+import urllib.parse
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
@@ -76,9 +79,12 @@ class Settings(StrictSettings):
     metrics: bool = True
     """Prometheus metrics at /metrics (0: off, no /metrics route)."""
     cors_origins: str = ""
-    """Comma-separated origins allowed to call the API from a browser; empty: CORS off."""
+    """Comma-separated origins allowed to call the API from a browser, each
+    ``scheme://host[:port]`` (http or https; a trailing /, capitals and a default port are
+    normalised away; a path, query, fragment or user is refused); ``*``: any; empty: off."""
     api_token: str | None = None
-    """When set, every POST /api/v1/... needs ``Authorization: Bearer <token>`` (401)."""
+    """When set, every POST /api/v1/... needs ``Authorization: Bearer <token>`` (401); a
+    b64token: letters, digits, ``-._~+/``, then ``=`` padding (RFC 6750 §2.1)."""
     max_expression_length: Annotated[int, _positive(1_000_000)] = DEFAULT.max_length
     """Characters of a /api/v1/eval expression (422 above)."""
     max_check_elements: Annotated[int, Field(ge=0, le=1_000_000)] = DEFAULT.max_check_elements
@@ -95,6 +101,19 @@ class Settings(StrictSettings):
     def _has_the_page(cls, value: Path | None) -> Path | None:
         if value is not None and not (value / "index.html").is_file():
             raise ValueError(f"{value} holds no index.html")
+        return value
+
+    @field_validator("cors_origins")
+    @classmethod
+    def _origins(cls, value: str) -> str:
+        return ", ".join(origin(o.strip()) for o in value.split(",") if o.strip())
+
+    @field_validator("api_token")
+    @classmethod
+    def _b64token(cls, value: str | None) -> str | None:
+        if value and not re.fullmatch(r"[A-Za-z0-9\-._~+/]+=*", value):
+            raise ValueError("a token is letters, digits, - . _ ~ + / and trailing = only"
+                             " (RFC 6750 §2.1), or no client could send it in Authorization")
         return value
 
     @property
@@ -116,6 +135,52 @@ class Settings(StrictSettings):
         return _limits(self.max_array_elements, self.max_result_elements,
                        self.max_matmul_madds, self.max_check_elements,
                        self.max_expression_length)
+
+
+DEFAULT_PORTS = {"http": 80, "https": 443}
+
+
+def origin(text: str) -> str:
+    """`text` as the serialisation of an origin (RFC 6454 §6.1): ``scheme://host[:port]``,
+    scheme and host in lower case, an international host in its ASCII (IDNA) form, the
+    default port left out — what a browser sends in ``Origin``, so a listed origin can
+    match it. A trailing ``/`` is dropped; a path, query, fragment or user, another scheme
+    than http or https, or a missing or malformed host or port is refused (ValueError
+    naming the entry and the rule). ``*`` stays ``*`` (any origin)."""
+    if text == "*":
+        return text
+    rule = "an origin is scheme://host[:port], http or https, nothing after (RFC 6454 §6.1)"
+    try:
+        parts = urllib.parse.urlsplit(text)
+        port = parts.port
+    except ValueError as exc:
+        raise ValueError(f"{text!r}: {exc}; {rule}") from None
+    scheme = parts.scheme.lower()
+    if scheme not in DEFAULT_PORTS or not text.lower().startswith(f"{scheme}://"):
+        raise ValueError(f"{text!r}: the scheme must be http or https; {rule}")
+    if parts.path not in ("", "/") or parts.query or parts.fragment or "?" in text \
+            or "#" in text:
+        raise ValueError(f"{text!r} has a path, query or fragment; {rule}")
+    if parts.username is not None or "@" in parts.netloc:
+        raise ValueError(f"{text!r} names a user; {rule}")
+    host = parts.hostname or ""
+    if host.startswith("[") or ":" in host:                  # an IPv6 address
+        try:
+            host = f"[{ipaddress.IPv6Address(host.strip('[]')).compressed}]"
+        except ValueError:
+            raise ValueError(f"{text!r}: {host!r} is not an IPv6 address; {rule}") from None
+    else:
+        try:
+            host = host.encode("idna").decode("ascii").lower()
+        except UnicodeError:
+            raise ValueError(f"{text!r}: {host!r} is not a host name; {rule}") from None
+        if not re.fullmatch(r"[a-z0-9]([a-z0-9-]*[a-z0-9])?(\.[a-z0-9]([a-z0-9-]*[a-z0-9])?)*",
+                            host):
+            raise ValueError(f"{text!r}: {host!r} is not a host name; {rule}")
+    if port is not None and port == 0:
+        raise ValueError(f"{text!r}: port 0 is not a port; {rule}")
+    keep_port = port is not None and port != DEFAULT_PORTS[scheme]
+    return f"{scheme}://{host}" + (f":{port}" if keep_port else "")
 
 
 @functools.lru_cache(maxsize=16)
