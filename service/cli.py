@@ -45,17 +45,18 @@ def _workers(text: str) -> int:
 
 
 @contextlib.contextmanager
-def worker_environment(workers: int):
+def worker_environment(workers: int, metrics: bool = True):
     """The environment the worker processes start with, restored afterwards.
 
     ``GLASSLLM_WORKERS`` lets each worker take its share of the CPUs as compute slots;
     with several workers, ``PROMETHEUS_MULTIPROC_DIR`` (a fresh directory, removed at
-    exit) lets /metrics sum every worker's counters (service/metrics.py).
+    exit) lets /metrics sum every worker's counters (service/metrics.py); not with
+    ``metrics`` off. A directory the caller gave is `main`'s to check first.
     """
     saved = {k: os.environ.get(k) for k in ("GLASSLLM_WORKERS", "PROMETHEUS_MULTIPROC_DIR")}
     made = None
     os.environ["GLASSLLM_WORKERS"] = str(workers)
-    if workers > 1 and not os.environ.get("PROMETHEUS_MULTIPROC_DIR"):
+    if metrics and workers > 1 and not os.environ.get("PROMETHEUS_MULTIPROC_DIR"):
         made = tempfile.mkdtemp(prefix="glassllm-metrics-")
         os.environ["PROMETHEUS_MULTIPROC_DIR"] = made
     try:
@@ -95,13 +96,21 @@ def main(argv: list[str] | None = None) -> None:
         raise SystemExit(f"glassllm-sandbox needs the service extra: pip install"
                          f" 'glassllm[service]' ({exc})") from None
     from service.settings import Settings, SettingsError
+    from service.supervisor import MetricsDirError, prepare_metrics_dir, supervised
     try:
-        Settings()              # a bad GLASSLLM_* variable stops here, named, not in a worker
+        settings = Settings()   # a bad GLASSLLM_* variable stops here, named, not in a worker
     except SettingsError as exc:
         raise SystemExit(f"glassllm-sandbox: {exc}") from None
+    given = os.environ.get("PROMETHEUS_MULTIPROC_DIR")
+    if settings.metrics and given is not None:
+        try:                    # here, before a worker starts and dies on it (supervisor.py)
+            prepare_metrics_dir(given)
+        except MetricsDirError as exc:
+            raise SystemExit(f"glassllm-sandbox: {exc}") from None
     # access_log=False: service/observability.py writes one line per request instead
-    # (with the op and the request id); GLASSLLM_ACCESS_LOG=0 turns it off.
-    with worker_environment(args.workers):
+    # (with the op and the request id); GLASSLLM_ACCESS_LOG=0 turns it off. Several
+    # workers: supervised() marks each ended worker's live gauges dead (supervisor.py).
+    with worker_environment(args.workers, settings.metrics), supervised():
         uvicorn.run("service.app:create_app", factory=True, host=args.host, port=args.port,
                     workers=args.workers, log_level=args.log_level, access_log=False,
                     timeout_graceful_shutdown=10)
