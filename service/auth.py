@@ -52,10 +52,13 @@ def matches(given: bytes, expected_digest: bytes) -> bool:
 
 def _refusal(status: int, why: str, error: str | None = None) -> ApiError:
     challenge = REALM if error is None else f'{REALM}, error="{error}", error_description="{why}"'
-    return ApiError(status, "unauthorized" if status == 401 else "invalid_authorization",
-                    f"this sandbox needs a token: {why}; send 'Authorization: Bearer <token>'"
-                    " (GLASSLLM_API_TOKEN)", input="Authorization",
-                    headers={"WWW-Authenticate": challenge})
+    message = (f"this sandbox needs a token: {why}; send 'Authorization: Bearer <token>'"
+               " (GLASSLLM_API_TOKEN)")
+    headers = {"WWW-Authenticate": challenge}
+    if status == 401:
+        return ApiError(401, "unauthorized", message, input="Authorization", headers=headers)
+    return ApiError(400, "invalid_authorization", message, input="Authorization",
+                    headers=headers)
 
 
 def check(values: list[bytes], expected_digest: bytes) -> ApiError | None:
