@@ -17,7 +17,7 @@ from service.auth import BearerToken
 from service.files import remove_private_dirs
 from service.hop import NoHopByHop
 from service.observability import Observability
-from service.openapi import for_generators
+from service.openapi import describe_errors, for_generators
 from service.routes import allow_head, batch, check, contract, dist, health, ops, pages
 from service.routes import eval as eval_routes
 from service.routes import train as train_routes
@@ -108,6 +108,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
             schema.setdefault("components", {}).setdefault("schemas", {}).update(
                 schemas.COMPONENTS)
             schema["info"]["x-ops"] = len(OPS)
+            describe_errors(schema, token=bool(settings.api_token))
             app.openapi_schema = for_generators(schema)     # issue 16: clients generate
         return app.openapi_schema
 

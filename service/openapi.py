@@ -151,6 +151,51 @@ def shared_enums(schemas: dict[str, dict]) -> None:
             sub["$ref"] = REF + name
 
 
+def describe_errors(doc: dict, token: bool) -> None:
+    """Every status an operation answers, and nothing else (H4, docs/http.md#openapi).
+
+    FastAPI lists a 422 ``HTTPValidationError`` for every route with a path parameter;
+    the sandbox validates by hand and answers its 422s in the error envelope, and a path
+    parameter of type ``str`` never fails, so that 422 is never sent: it is dropped, and
+    its schemas. With a token (`token`: GLASSLLM_API_TOKEN set), every ``POST /api/v1/...``
+    also answers 401 (no or another token) and 400 (a malformed Authorization header),
+    and says it takes a Bearer token (a security scheme)."""
+    from service.schemas import HEADERS
+    schemas = doc.setdefault("components", {}).setdefault("schemas", {})
+    for item in doc["paths"].values():
+        for operation in item.values():
+            responses = operation.get("responses", {})
+            for status, response in list(responses.items()):
+                media = response.get("content", {}).get("application/json", {})
+                if media.get("schema") == ref("HTTPValidationError"):
+                    del responses[status]
+    if "HTTPValidationError" not in repr(doc["paths"]):
+        schemas.pop("HTTPValidationError", None)
+        schemas.pop("ValidationError", None)
+    if not token:
+        return
+    doc["components"]["securitySchemes"] = {"bearer": {
+        "type": "http", "scheme": "bearer",
+        "description": "GLASSLLM_API_TOKEN: every POST /api/v1/... needs it"}}
+    envelope = {"application/json": {"schema": ref("ErrorBody")}}
+    malformed = ("a malformed Authorization header: no token, characters a token cannot hold,"
+                 " the header twice (`invalid_authorization`)")
+    for path, item in doc["paths"].items():
+        operation = item.get("post")
+        if operation is None or not path.startswith("/api/v1/"):
+            continue
+        operation["security"] = [{"bearer": []}]
+        responses = operation["responses"]
+        responses["401"] = {"description": "no Bearer token, another scheme, or not this"
+                            " sandbox's token (`unauthorized`)", "headers": HEADERS[401],
+                            "content": envelope}
+        if "400" in responses:
+            responses["400"]["description"] += "; or " + malformed
+        else:
+            responses["400"] = {"description": malformed, "content": envelope}
+        operation["responses"] = dict(sorted(responses.items()))
+
+
 def for_generators(doc: dict) -> dict:
     """The document FastAPI wrote, in the form client generators read (module docstring)."""
     doc = copy.deepcopy(doc)

@@ -183,6 +183,58 @@ class ErrorBody(BaseModel):
     error: ErrorDetail
 
 
+# Each error status an operation can answer, documented with the error envelope (H4) and
+# the headers that come with it: /openapi.json lists exactly the statuses a route sends.
+# `service.openapi.describe_errors` adds 401 and 400 where a token is asked for.
+WHY = {
+    400: "the shapes or values break the op's rule (`shape_error`, `numpy_error`,"
+         " `invalid_value`)",
+    401: "no Bearer token, or not this sandbox's (`unauthorized`; GLASSLLM_API_TOKEN)",
+    404: "no such name (`unknown_op`, `not_found`)",
+    413: "a size limit: the body, an array, a result, the planned work (`body_too_large`,"
+         " `too_large`, ...)",
+    415: "the body is not UTF-8 JSON, or is compressed (`unsupported_media_type`)",
+    416: "no requested byte range starts inside the file (`range_not_satisfiable`)",
+    422: "the body is not a valid request: its JSON, a field, an input, a rule"
+         " (`invalid_request`, `invalid_input`, ...)",
+    429: "this worker already trains GLASSLLM_MAX_TRAINING_RUNS runs (`too_many_runs`)",
+    503: "every compute slot is busy and the queue is full, or the wait ran out"
+         " (`queue_full`, `queue_timeout`)",
+}
+_STRING = {"type": "string"}
+HEADERS = {
+    401: {"WWW-Authenticate": {"required": True, "schema": _STRING, "description":
+                               'the challenge: Bearer realm="glassllm", with error='
+                               '"invalid_token" for a token that does not match'}},
+    416: {"Content-Range": {"required": True, "schema": _STRING,
+                            "description": "bytes */<size of the file>"}},
+    429: {"Retry-After": {"required": True, "schema": _STRING,
+                          "description": "seconds to wait before trying again"}},
+    503: {"Retry-After": {"required": True, "schema": _STRING,
+                          "description": "seconds to wait before trying again"}},
+}
+
+
+def error_responses(*statuses: int, why: dict[int, str] | None = None) -> dict[int, dict]:
+    """FastAPI ``responses=`` for these error statuses: each the error envelope
+    (`ErrorBody`), a description (`WHY`, or `why` for this route) and its headers."""
+    out: dict[int, dict] = {}
+    for status in sorted(statuses):
+        out[status] = {"model": ErrorBody,
+                       "description": (why or {}).get(status, WHY[status])}
+        if status in HEADERS:
+            out[status]["headers"] = HEADERS[status]
+    return out
+
+
+def op_error_statuses(op: Op) -> tuple[int, ...]:
+    """The error statuses ``POST /api/v1/ops/<op>`` can answer: the body's (413, 415,
+    422), the queue's (503), and 400 unless the op's plan cannot refuse a shape (an
+    elementwise op of one tensor, glassllm/registry/plans.py ``same_as``)."""
+    refuses = getattr(op.plan, "may_refuse", True)
+    return (400, 413, 415, 422, 503) if refuses else (413, 415, 422, 503)
+
+
 class Health(BaseModel):
     status: str
 

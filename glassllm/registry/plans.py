@@ -50,8 +50,12 @@ def elementwise(*names: str) -> Callable[[dict], Plan]:
 
 
 def same_as(name: str, *also: str) -> Callable[[dict], Plan]:
+    """Output = the named input's shape. Of one input (an elementwise op of one tensor),
+    nothing can be refused for its shape: ``may_refuse`` is False (the HTTP service then
+    documents no 400 for the op)."""
     def plan_(args: dict) -> Plan:
         return Plan(_shape(args, name), (name, *also))
+    plan_.may_refuse = bool(also)  # type: ignore[attr-defined]
     return plan_
 
 

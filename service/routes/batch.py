@@ -29,7 +29,7 @@ from service.limits import read_json_then
 from service.settings import Settings
 
 router = APIRouter(prefix="/api/v1", tags=["tools"])
-ERRORS = {s: {"model": schemas.ErrorBody} for s in (413, 415, 422, 503)}
+ERRORS = schemas.error_responses(413, 415, 422, 503)  # a case's own error: in its result
 
 
 def prepare_batch(body: Any, maybe_bools: bool,

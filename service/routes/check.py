@@ -29,7 +29,8 @@ from service.limits import read_json_then
 from service.settings import Settings
 
 router = APIRouter(prefix="/api/v1", tags=["tools"])
-ERRORS = {s: {"model": schemas.ErrorBody} for s in (400, 404, 413, 415, 422, 503)}
+ERRORS = schemas.error_responses(400, 404, 413, 415, 422, 503, why={
+    404: "the case names no op of the registry (`unknown_op`)"})
 CHECK_FIELDS = ("claimed", "rtol", "atol", "reveal")
 
 

@@ -31,6 +31,7 @@ from starlette.responses import Response
 
 import glassllm
 import service
+from service import schemas
 from service.codec import dumps
 from service.errors import ApiError
 from service.files import FileResponse, private_dir
@@ -147,8 +148,21 @@ def list_wheels() -> Response:
                     media_type="application/json")
 
 
+_BINARY = {"schema": {"type": "string", "format": "binary"}}
+_RANGE = {"Content-Range": {"schema": {"type": "string"}, "description":
+                            "bytes <first>-<last>/<size>, when one range is sent"}}
+
+
 @router.get("/{filename}", summary="Download the sandbox's own glassllm wheel",
-            response_class=FileResponse)
+            response_class=FileResponse, responses={
+                200: {"description": "the wheel", "content": {
+                    "application/octet-stream": _BINARY}},
+                206: {"description": "the byte ranges asked for (Range: bytes=...): one, or"
+                      " several as multipart/byteranges", "headers": _RANGE, "content": {
+                          "application/octet-stream": _BINARY,
+                          "multipart/byteranges": _BINARY}},
+                **schemas.error_responses(404, 416, why={
+                    404: "not a file this sandbox serves (`not_found`)"})})
 def get_wheel(filename: str) -> FileResponse:
     if filename != wheel_name():
         raise ApiError(404, "not_found", f"no file {filename[:80]!r}; this sandbox serves"

@@ -30,7 +30,7 @@ from service.limits import read_json_then
 from service.settings import Settings
 
 router = APIRouter(prefix="/api/v1", tags=["expressions"])
-ERRORS = {s: {"model": schemas.ErrorBody} for s in (400, 413, 415, 422, 503)}
+ERRORS = schemas.error_responses(400, 413, 415, 422, 503)
 FIELDS = ("expression", "variables", "grad_output", "check", "encoding", "expand")
 _EXAMPLES_JSON = orjson.dumps({"examples": EXAMPLES})
 _LESSONS_JSON = orjson.dumps({"lessons": LESSONS})

@@ -21,7 +21,6 @@ from service.errors import ApiError
 from service.limits import read_json_then
 
 router = APIRouter(prefix="/api/v1/ops", tags=["ops"])
-ERRORS = {s: {"model": schemas.ErrorBody} for s in (400, 404, 413, 415, 422, 503)}
 _OPS_JSON = orjson.dumps({"ops": [op.describe() for op in registry.OPS.values()],
                           "kinds": registry.DTYPES})
 
@@ -41,7 +40,8 @@ def list_ops() -> Response:
     return Response(_OPS_JSON, media_type="application/json")
 
 
-@router.get("/{name}", response_model=schemas.OpInfo, responses={404: ERRORS[404]},
+@router.get("/{name}", response_model=schemas.OpInfo, responses=schemas.error_responses(
+                404, why={404: "no op of that name (`unknown_op`); the message names close ones"}),
             summary="One op: its inputs, output kind and runnable examples")
 def get_op(name: str) -> Response:
     return Response(orjson.dumps(find(name).describe()), media_type="application/json")
@@ -103,7 +103,8 @@ for _op in registry.OPS.values():
         f"/{_op.name}", _documented(_op), methods=["POST"], summary=_op.summary,
         description=f"Runs `{_op.module}.{_op.name}` forward and backward (SPEC {_op.clause},"
                     " H2).", operation_id=f"run_{_op.name}",
-        response_model=schemas.OpResult, responses=ERRORS,
+        response_model=schemas.OpResult, responses=schemas.error_responses(
+            *schemas.op_error_statuses(_op)),
         openapi_extra={"requestBody": {"required": True, "content": {"application/json": {
             "schema": schemas.request_schema(_op),
             "example": _op.examples[0].request() if _op.examples else {"inputs": {}}}}}})

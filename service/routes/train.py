@@ -50,7 +50,9 @@ from service.training_runner import WallTimeExceeded, events
 
 log = logging.getLogger("glassllm.service.train")
 router = APIRouter(prefix="/api/v1", tags=["train"])
-ERRORS = {s: {"model": schemas.ErrorBody} for s in (413, 415, 422, 429, 503)}
+# a run takes no compute slot (no 503); attention no run slot (no 429)
+TRAIN_ERRORS = schemas.error_responses(413, 415, 422, 429)
+ATTENTION_ERRORS = schemas.error_responses(413, 415, 422, 503)
 
 
 class ModelSize(BaseModel):
@@ -154,7 +156,7 @@ TRAIN_BODY = {"requestBody": {"required": True, "content": {"application/json": 
 @router.post("/train", summary="Train a tiny LM; the response is the run's event stream",
              responses={200: {"content": {"text/event-stream": {"schema": {
                  "type": "string", "description": "server-sent events (docs/training.md)"}}}},
-                 **ERRORS}, operation_id="start_training",
+                 **TRAIN_ERRORS}, operation_id="start_training",
              openapi_extra=TRAIN_BODY)
 async def start_training(request: Request) -> Response:
     """Starts a run in a niced child process and streams its events (SSE).
@@ -294,7 +296,8 @@ ATTENTION_BODY = {"requestBody": {"required": True, "content": {"application/jso
 
 
 @router.post("/model/attention", summary="Attention probabilities and their gradients",
-             responses=ERRORS, openapi_extra=ATTENTION_BODY, response_model=AttentionResult,
+             responses=ATTENTION_ERRORS, openapi_extra=ATTENTION_BODY,
+             response_model=AttentionResult,
              operation_id="model_attention")
 async def model_attention(request: Request) -> Response:
     """Per layer and head: P (L, H, n, n), ∂loss/∂P (L, H, n, n), and the n tokens.

@@ -1,0 +1,192 @@
+"""/openapi.json describes what the sandbox sends, on a real server (H4): every status an
+operation answers is documented with the error envelope, and nothing else is.
+
+- **Nothing undocumented is sent**: schemathesis generates requests for every operation
+  (valid and invalid ones) and runs its conformance checks on each answer: no 5xx, the
+  status is documented, the body matches the documented schema for that status, the
+  content type and the required headers are the documented ones.
+- **Nothing documented is phantom**: for every operation and every error status it lists,
+  a request here makes the server send exactly that status (a witness). FastAPI's
+  automatic 422 ``HTTPValidationError`` (never sent: validation is the sandbox's own),
+  a 404 on ops that exist, a 429 on attention and a 400 on ops whose plan refuses no
+  shape are gone for that reason.
+
+The server has a token, so the 401 and the malformed-Authorization 400 are in the document
+and witnessed; its training limits are tiny, so a generated run ends at once.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import threading
+import time
+
+import httpx
+import numpy as np
+import pytest
+import schemathesis
+from hypothesis import HealthCheck, Phase, given, settings
+from hypothesis import strategies as st
+from sandbox_server import running_sandbox
+from schemathesis import GenerationMode
+from schemathesis.checks import not_a_server_error
+from schemathesis.specs.openapi.checks import (
+    content_type_conformance,
+    response_headers_conformance,
+    response_schema_conformance,
+    status_code_conformance,
+)
+
+from glassllm import registry as R
+
+pytestmark = pytest.mark.slow
+TOKEN = "conformance-token"
+AUTH = {"Authorization": f"Bearer {TOKEN}"}
+TINY_RUNS = {"GLASSLLM_API_TOKEN": TOKEN, "GLASSLLM_MAX_TRAIN_STEPS": "2",
+             "GLASSLLM_MAX_TRAIN_BATCH": "2", "GLASSLLM_MAX_PARAMETERS": "20000",
+             "GLASSLLM_MAX_TRAIN_SECONDS": "10", "GLASSLLM_ACCESS_LOG": "0"}
+EXAMPLES = 4            # per operation: the whole run stays within about 30 s on 2 cores
+CHECKS = [not_a_server_error, status_code_conformance, response_schema_conformance,
+          content_type_conformance, response_headers_conformance]
+
+
+@pytest.fixture(scope="module")
+def server():
+    with running_sandbox(env=TINY_RUNS) as url:
+        yield url
+
+
+@pytest.fixture(scope="module")
+def live_schema(server):
+    return schemathesis.openapi.from_url(f"{server}/openapi.json")
+
+
+def operations() -> list[tuple[str, str]]:
+    """(method, path) of every operation (the document of an app in this process; the
+    server's lists the same operations)."""
+    from service.app import create_app
+    doc = create_app().openapi()
+    return [(m, p) for p, item in doc["paths"].items() for m in item]
+
+
+@pytest.mark.parametrize(("method", "path"), operations())
+def test_every_answer_conforms_to_the_document(live_schema, server, method, path):
+    """schemathesis' strategies for the operation, valid and invalid requests alike (the
+    pytest loader cannot take a fixture's schema under pytest 9: its lazy loader reads a
+    private attribute, so the strategies are drawn here)."""
+    operation = live_schema[path][method]
+    modes = [operation.as_strategy(GenerationMode.POSITIVE)]
+    with contextlib.suppress(Exception):        # no invalid request can be made for some
+        modes.append(operation.as_strategy(GenerationMode.NEGATIVE))
+
+    @given(case=st.one_of(modes))
+    @settings(max_examples=EXAMPLES, deadline=None, database=None,
+              suppress_health_check=list(HealthCheck), phases=[Phase.generate])
+    def run(case):
+        case.call_and_validate(base_url=server, headers=AUTH, checks=CHECKS, timeout=60)
+
+    run()
+
+
+# --------------------------------------------------------------------------------------
+# every documented status has a witness
+# --------------------------------------------------------------------------------------
+
+# a (k, n) @ (k, n) matmul, and every candidate input that may break an op's shape rule
+SHAPES = [[], [7], [2, 3], [2, 3, 5], [1, 1, 1, 1, 2]]
+SLOW = {"expression": "((x * y) @ (x * y) @ (x * y)).sum()",
+        "variables": {"x": [[1e-3]] * 1200, "y": [[1e-3] * 1200]}}
+WITNESS_ENV = {"GLASSLLM_API_TOKEN": TOKEN, "GLASSLLM_MAX_BODY_BYTES": "65536",
+               "GLASSLLM_MAX_CONCURRENCY": "1", "GLASSLLM_MAX_QUEUE": "0",
+               "GLASSLLM_MAX_TRAINING_RUNS": "0", "GLASSLLM_ACCESS_LOG": "0",
+               "GLASSLLM_MAX_RESULT_ELEMENTS": "40000000",
+               "GLASSLLM_MAX_MATMUL_MADDS": "100000000000"}
+
+
+def candidates(spec) -> list:
+    if spec.kind in ("tensor", "array", "table"):
+        return [np.ones(s).tolist() for s in SHAPES]
+    if spec.kind in ("int", "axis"):
+        return [99, -99]
+    if spec.kind == "axes":
+        return [[5, 0], [0, 0]]
+    if spec.kind == "shape":
+        return [[7, 7]]
+    if spec.kind == "int_array":
+        return [[99], [[0, 1]], np.zeros((2, 3, 4), int).tolist()]
+    if spec.kind == "bool_mask":
+        return [np.ones(s, bool).tolist() for s in SHAPES]
+    if spec.kind == "index":
+        return [[{"array": [99]}], 99]
+    return []
+
+
+def shape_refusal(c: httpx.Client, name: str) -> dict | None:
+    """A body that op `name` answers with 400, found from its example by changing one
+    input at a time, or None."""
+    op = R.OPS[name]
+    base = op.examples[0].request()
+    for spec in op.inputs:
+        for value in candidates(spec):
+            body = {**base, "inputs": {**base["inputs"], spec.name: value}}
+            if c.post(f"/api/v1/ops/{name}", json=body, headers=AUTH).status_code == 400:
+                return body
+    return None
+
+
+def statuses(doc: dict) -> list[tuple[str, str, int]]:
+    return [(method, path, int(status)) for path, item in doc["paths"].items()
+            for method, operation in item.items() for status in operation["responses"]]
+
+
+def test_every_documented_status_is_sent(tmp_path):
+    with running_sandbox(env=WITNESS_ENV) as url, httpx.Client(base_url=url, timeout=60) as c:
+        doc = c.get("/openapi.json").json()
+        wheel = c.get("/dist/").json()["wheels"][0]
+        sent: dict[tuple[str, str], set[int]] = {}
+
+        def got(method: str, path: str, r: httpx.Response) -> None:
+            sent.setdefault((method, path), set()).add(r.status_code)
+
+        posts = [p for p, item in doc["paths"].items() if "post" in item]
+        for path in posts:
+            got("post", path, c.post(path, json={}))                          # 401
+            got("post", path, c.post(path, json={}, headers={"Authorization": "Bearer"}))
+            got("post", path, c.post(path, content=b"{}", headers={**AUTH, "Content-Type":
+                                                                    "text/plain"}))  # 415
+            got("post", path, c.post(path, content=b"", headers={**AUTH, "Content-Type":
+                                                                  "application/json"}))
+            got("post", path, c.post(path, content=b" " * 70_000, headers={      # 413
+                **AUTH, "Content-Type": "application/json"}))
+        for name in R.OPS:
+            body = shape_refusal(c, name)
+            if body is not None:
+                got("post", f"/api/v1/ops/{name}", c.post(f"/api/v1/ops/{name}", json=body,
+                                                          headers=AUTH))
+        mismatch = {"a": [[1.0, 2.0]], "b": [[1.0, 2.0]]}
+        got("post", "/api/v1/eval", c.post("/api/v1/eval", headers=AUTH, json={
+            "expression": "a @ b", "variables": mismatch}))
+        got("post", "/api/v1/check", c.post("/api/v1/check", headers=AUTH, json={
+            "op": "matmul", "inputs": mismatch, "claimed": {"value": [1.0]}}))
+        got("post", "/api/v1/check", c.post("/api/v1/check", headers=AUTH, json={
+            "op": "nope", "inputs": {}, "claimed": {"value": [1.0]}}))
+        got("post", "/api/v1/train", c.post("/api/v1/train", headers=AUTH, json={}))  # 429
+        got("get", "/api/v1/ops/{name}", c.get("/api/v1/ops/nope"))
+        got("get", "/dist/{filename}", c.get("/dist/nope.whl"))
+        got("get", "/dist/{filename}", c.get(f"/dist/{wheel}", headers={"Range": "bytes=0-9"}))
+        got("get", "/dist/{filename}", c.get(f"/dist/{wheel}",
+                                             headers={"Range": "bytes=99999999-"}))
+        # 503: the one compute slot busy and no queue: refused before the body is read
+        slow = threading.Thread(target=lambda: httpx.post(f"{url}/api/v1/eval", json=SLOW,
+                                                          headers=AUTH, timeout=120))
+        slow.start()
+        deadline = time.monotonic() + 30
+        while c.get("/readyz").json()["busy"] == 0:
+            assert time.monotonic() < deadline
+            time.sleep(0.05)
+        for path in posts:
+            got("post", path, c.post(path, json={"inputs": {}}, headers=AUTH))
+        slow.join()
+    missing = [f"{method.upper()} {path} {status}" for method, path, status in statuses(doc)
+               if (status >= 400 or status == 206) and status not in sent.get((method, path), ())]
+    assert not missing, f"documented, never sent: {missing}"
