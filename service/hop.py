@@ -43,10 +43,11 @@ class NoHopByHop:
 
         async def send_clean(message: dict) -> None:
             if message["type"] == "http.response.start":
-                headers = list(message.get("headers", ()))
-                clean = without_hop_by_hop(headers)
-                if len(clean) != len(headers):
-                    message = {**message, "headers": clean}
+                headers = message.get("headers", ())
+                for name, _ in headers:          # most answers have none: look first
+                    if name.lower() in HOP_BY_HOP:
+                        message = {**message, "headers": without_hop_by_hop(list(headers))}
+                        break
             await send(message)
 
         await self.app(scope, receive, send_clean)
