@@ -102,7 +102,7 @@ def main(argv: list[str] | None = None) -> None:
     except SettingsError as exc:
         raise SystemExit(f"glassllm-sandbox: {exc}") from None
     given = os.environ.get("PROMETHEUS_MULTIPROC_DIR")
-    if settings.metrics and given is not None:
+    if settings.metrics and given:             # empty: unset, as worker_environment reads it
         try:                    # here, before a worker starts and dies on it (supervisor.py)
             prepare_metrics_dir(given)
         except MetricsDirError as exc:

@@ -7,7 +7,7 @@ an installed sandbox: a wheel is a zip of the package files plus a ``.dist-info`
 are on disk, the page's files under ``service/static`` (where the real wheel puts them,
 pyproject.toml), and the installed distribution's own METADATA and entry points. It is
 built once per worker process, on the first request, into a directory that process made
-for itself (`service.files.private_dir`: mode 0700, its owner checked, removed at exit),
+for itself (`service.files.private_dir`: mode 0700, its owner checked, removed at shutdown),
 and served from the path it wrote — never from a name another local user could guess and
 fill first in the shared temp directory. A wheel is kept per digest of its files (code
 that changed gets a wheel of its own). Every worker writes the same bytes (sorted files,
