@@ -135,6 +135,12 @@ def shape_refusal(c: httpx.Client, name: str) -> dict | None:
     return None
 
 
+# Documented statuses whose witness needs a fault this test cannot make here (a full or
+# read-only disk under /dist/): (method, path, status) -> the test that makes the server
+# send it. Every other documented error status is witnessed below.
+ELSEWHERE: dict[tuple[str, str, int], str] = {}
+
+
 def statuses(doc: dict) -> list[tuple[str, str, int]]:
     return [(method, path, int(status)) for path, item in doc["paths"].items()
             for method, operation in item.items() for status in operation["responses"]]
@@ -189,5 +195,6 @@ def test_every_documented_status_is_sent(tmp_path):
             got("post", path, c.post(path, json={"inputs": {}}, headers=AUTH))
         slow.join()
     missing = [f"{method.upper()} {path} {status}" for method, path, status in statuses(doc)
-               if (status >= 400 or status == 206) and status not in sent.get((method, path), ())]
+               if (status >= 400 or status == 206) and status not in sent.get((method, path), ())
+               and (method, path, status) not in ELSEWHERE]
     assert not missing, f"documented, never sent: {missing}"
