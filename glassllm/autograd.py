@@ -1358,6 +1358,12 @@ def rope(x: Any, cos: Any, sin: Any) -> Tensor:
     return Tensor._make(out, (x,), "rope", backward)
 
 
+# repeat_kv's backward adds up to this many copies slice by slice (measured: faster than
+# .sum(axis=2) at 2 and about even at 4), more with one .sum(axis=2): the same sums, in
+# the same order, and never a Python loop over a count the caller chooses.
+_LOOP_REPEATS = 4
+
+
 def repeat_kv(x: Any, repeats: int) -> Tensor:
     """Repeat each key/value head `repeats` times, adjacent copies together.
 
@@ -1394,6 +1400,8 @@ def repeat_kv(x: Any, repeats: int) -> Tensor:
         copies = g.reshape(b, hkv, repeats, n, dk)  # (B, Hkv, repeats, n, dk)
         if repeats == 1:
             return (copies[:, :, 0].copy(),)
+        if repeats > _LOOP_REPEATS:  # the user picks repeats: no Python loop over it
+            return (copies.sum(axis=2),)
         gx = copies[:, :, 0] + copies[:, :, 1]  # the sum over the copies, one contiguous
         for i in range(2, repeats):  # add each: what .sum(axis=2) computes, in its order
             gx += copies[:, :, i]

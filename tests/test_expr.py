@@ -261,16 +261,17 @@ def test_check_work_is_bounded_by_the_multiply_add_limit(client, never_runs):
 def test_check_work_counts_multiply_adds_elements_and_nodes():
     """The bound's arithmetic: x (2, 3) and A (3, 4) both checked, 18 elements; one pass is
     x 6 + A 12 + x@A 8 + its sum 1 elements, 4 nodes × NODE_COST, 24 forward multiply-adds
-    and the product's planned arrays (out 8, gradients 6 and 12): 2125."""
+    and the ops' planned arrays (the product's out 8, gradients 6 and 12; the sum's
+    gradient spread over its 8 inputs): 2133."""
     variables = {"x": np.ones((2, 3)).tolist(), "A": np.ones((3, 4)).tolist()}
     assert E.NODE_COST == 512
-    total = 2 * 18 * (6 + 12 + 8 + 1 + 4 * 512 + 24 + 26)
-    assert total == 76500
+    total = 2 * 18 * (6 + 12 + 8 + 1 + 4 * 512 + 24 + 26 + 8)
+    assert total == 76788
     with pytest.raises(E.ExprError) as err:
         E.evaluate("(x @ A).sum()", variables, check=True,
                    limits=E.Limits(max_matmul_madds=total - 1))
     assert status_of(err.value) == 413 and err.value.input == "check"
-    assert "2125 operations per pass" in err.value.message and "76500 in all" in err.value.message
+    assert "2133 operations per pass" in err.value.message and "76788 in all" in err.value.message
     report = E.evaluate("(x @ A).sum()", variables, check=True,
                         limits=E.Limits(max_matmul_madds=total))["check"]
     np.testing.assert_allclose(arr(report["x"]["numeric"]), np.full((2, 3), 4.0), atol=1e-6)

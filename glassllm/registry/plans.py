@@ -60,8 +60,11 @@ def same_as(name: str, *also: str) -> Callable[[dict], Plan]:
 
 
 def _reduce(args: dict) -> Plan:
-    return Plan(reduce_shape(_shape(args, "a"), args.get("axis"), args.get("keepdims", False)),
-                ("a",))
+    """The reduced shape; the backward spreads the output's gradient over the whole input:
+    an intermediate of the input's size (a sum of 10⁶ elements to one number builds 10⁶)."""
+    a = _shape(args, "a")
+    return Plan(reduce_shape(a, args.get("axis"), args.get("keepdims", False)), ("a",),
+                (("a", math.prod(a)),))
 
 
 def _along_axis(args: dict) -> Plan:
@@ -100,13 +103,19 @@ def _transpose(args: dict) -> Plan:
 
 
 def _getitem(args: dict) -> Plan:
-    # from the index arrays' shapes, not by indexing a probe: that walks every result position
-    return Plan(index_shape(_shape(args, "a"), args["index"]), ("a", "index"))
+    # from the index arrays' shapes, not by indexing a probe: that walks every result
+    # position. The backward scatters into zeros shaped like a: one element picked from a
+    # large a builds a's size.
+    a = _shape(args, "a")
+    return Plan(index_shape(a, args["index"]), ("a", "index"), (("a", math.prod(a)),))
 
 
 def _embedding(args: dict) -> Plan:
-    embedding_weight_rule(_shape(args, "weight"))
-    return Plan(index_shape(_shape(args, "weight"), args["ids"]), ("weight", "ids"))  # S + (d,)
+    weight = _shape(args, "weight")
+    embedding_weight_rule(weight)
+    # S + (d,); the backward scatter-adds into zeros shaped like the whole table
+    return Plan(index_shape(weight, args["ids"]), ("weight", "ids"),
+                (("weight", math.prod(weight)),))
 
 
 def _cross_entropy(args: dict) -> Plan:

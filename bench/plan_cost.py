@@ -1,0 +1,51 @@
+"""Planned cost against measured cost for every op of the registry, at the default limits.
+
+For each op, the inputs a user could pick to make it cost the most for its plan, sized
+near GLASSLLM_MAX_RESULT_ELEMENTS / GLASSLLM_MAX_MATMUL_MADDS (tests/plan_cost.py), run
+through `prepare_args` and `run` with one BLAS thread; printed: the plan (elements,
+multiply-adds), the CPU time, the time ratio (measured over the plan priced at the median
+unary op's rate per element and a square matmul's per multiply-add), NumPy's peak
+allocation (tracemalloc) and its ratio to the planned bytes. tests/test_plan_cost.py
+bounds the same ratios at small limits.
+
+    python bench/plan_cost.py [--op repeat_kv] [--repeats 3]
+
+Figures only: nothing here asserts a time.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from glassllm.limits import Limits
+from tests.plan_cost import measure_all
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--op", action="append", help="only this op (repeatable)")
+    parser.add_argument("--repeats", type=int, default=3)
+    args = parser.parse_args()
+    t0 = time.perf_counter()
+    rates, results = measure_all(Limits(), args.repeats,
+                                 only=lambda case: not args.op or case.op in args.op)
+    print(f"rates: {rates.per_element * 1e9:.2f} ns per element, "
+          f"{rates.per_madd * 1e12:.2f} ps per multiply-add, {rates.per_call * 1e6:.1f} µs"
+          " per call")
+    print(f"{'op':18s} {'case':40s} {'elements':>10s} {'madds':>12s} {'CPU ms':>9s}"
+          f" {'x plan':>7s} {'peak MB':>8s} {'x plan':>7s}")
+    for m in sorted(results, key=lambda m: -m.time_ratio):
+        print(f"{m.case.op:18s} {m.case.title[:40]:40s} {m.elements:10d} {m.madds:12d}"
+              f" {m.seconds * 1e3:9.2f} {m.time_ratio:7.1f} {m.peak_bytes / 1e6:8.1f}"
+              f" {m.memory_ratio:7.2f}")
+    print(f"max time ratio {max(m.time_ratio for m in results):.1f}, max memory ratio"
+          f" {max(m.memory_ratio for m in results):.2f}; {time.perf_counter() - t0:.0f} s")
+
+
+if __name__ == "__main__":
+    main()
