@@ -53,6 +53,7 @@ class Case:
     expression: expr.PreparedExpression | None = None  # an expression case
     messages: list[str] = field(default_factory=list)  # its float warnings so far
     cost: tuple[int, int] = (0, 0)                 # elements, multiply-adds (Prepared.cost)
+    answer: int = 0                                # elements of arrays it returns (planned)
     error: ApiError | None = None                  # the case's own refusal
 
     @property
@@ -96,11 +97,13 @@ def _prepare(case: Any, maybe_bools: bool, settings: Settings, where: str) -> Ca
     if kind == "op":
         op = _find(body.pop("op"), where)
         prepared = prepare_body(op, body, maybe_bools, settings)
-        return Case(op=op.name, prepared=prepared, cost=prepared.cost)
+        return Case(op=op.name, prepared=prepared, cost=prepared.cost,
+                    answer=prepared.answer_elements)
     messages: list[str] = []
     prepared_expression = eval_routes.prepare_body(body, maybe_bools, settings, messages)
+    # an expression case answers its value and gradients, but builds its nodes' first
     return Case(expression=prepared_expression, messages=messages,
-                cost=prepared_expression.cost)
+                cost=prepared_expression.cost, answer=prepared_expression.answer_elements)
 
 
 def prepare_case(case: Any, maybe_bools: bool, settings: Settings,

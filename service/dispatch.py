@@ -21,6 +21,7 @@ from glassllm.float_warnings import FloatWarnings
 from glassllm.registry import Op, Prepared
 from service.codec import computed, dumps
 from service.errors import ApiError
+from service.limits import check_answer
 from service.settings import Settings
 
 FIELDS = ("inputs", "requires_grad", "grad_output", "encoding")
@@ -59,11 +60,14 @@ def prepare_body(op: Op, body: Any, maybe_bools: bool, settings: Settings) -> Pr
     """
     try:
         inputs, requires_grad, grad_output = parse_envelope(op, body)
-        return registry.prepare(op, inputs, requires_grad, grad_output, settings.limits,
-                                maybe_bools=maybe_bools)
+        prepared = registry.prepare(op, inputs, requires_grad, grad_output, settings.limits,
+                                    maybe_bools=maybe_bools)
     except InputError as exc:
         exc.op = op.name
         raise
+    check_answer(prepared.answer_elements, settings, what=f"{op.name}'s value and gradients",
+                 input=", ".join(prepared.plan.blame), op=op.name)
+    return prepared
 
 
 def run_prepared(prepared: Prepared) -> tuple[registry.RunResult, list[str]]:

@@ -54,6 +54,19 @@ def _too_big(limit: int, op: str | None) -> ApiError:
                     " (GLASSLLM_MAX_BODY_BYTES)", op=op, input="request body")
 
 
+def check_answer(elements: int, settings: Settings, *, what: str, input: str | None,
+                 op: str | None = None) -> None:
+    """413 before any work when a request would return and hold more than
+    `Settings.answer_limit` elements of arrays (`what` says which: "the answer",
+    "cases[0..3] together" …); a slow reader holds its whole answer, and a batch or an
+    opened expression multiplies one result's size."""
+    limit = settings.answer_limit
+    if elements > limit:
+        raise ApiError(413, "too_large", f"{what} would return {elements} elements of arrays"
+                       f" (values and gradients); the limit is {limit}"
+                       " (GLASSLLM_MAX_ANSWER_ELEMENTS)", op=op, input=input)
+
+
 def check_depth(body: bytes, settings: Settings, op: str | None = None) -> None:
     depth = json_depth(body)
     if depth > settings.max_json_depth:

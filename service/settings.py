@@ -22,6 +22,9 @@ from glassllm.limits import Limits
 ENV_PREFIX = "GLASSLLM_"
 GiB = 1024 ** 3
 DEFAULT = Limits()
+# An answer's default bound per element of the result limit: an expression whose graph
+# holds max_result_elements returns every node's value and gradient and its output again.
+ANSWER_PER_RESULT = 3
 
 
 class SettingsError(ValueError):
@@ -93,6 +96,12 @@ class Settings(StrictSettings):
     max_batch: Annotated[int, _positive(10_000)] = 64
     """Cases of one POST /api/v1/batch (413 above); all of them together are also held to
     max_matmul_madds of planned work (elements plus multiply-adds)."""
+    max_answer_elements: Annotated[int, _positive(10**10)] | None = None
+    """Elements of all the arrays one request returns and holds together, planned before
+    any work (413 above): values and gradients, an expression's nodes and opened
+    composites, every case of a batch, a check's case and claims, attention maps, trained
+    weights. Default: 3 × max_result_elements, what one expression at the graph limit
+    returns (each node's value and gradient, and its output again)."""
     static_dir: Path | None = None
     """Where the page lives; default: the copy shipped in the wheel, else the repo's static/."""
 
@@ -123,6 +132,13 @@ class Settings(StrictSettings):
             return self.max_concurrency
         from service.cpus import available_cpus
         return max(1, available_cpus() // self.workers)
+
+    @property
+    def answer_limit(self) -> int:
+        """`max_answer_elements`, or 3 × `max_result_elements`."""
+        if self.max_answer_elements is not None:
+            return self.max_answer_elements
+        return ANSWER_PER_RESULT * self.max_result_elements
 
     @property
     def cors_origin_list(self) -> list[str]:

@@ -211,7 +211,9 @@ ENV = {"MAX_BODY_BYTES": 4096, "MAX_JSON_DEPTH": 7, "MAX_ARRAY_ELEMENTS": 11,
        "BLAS_THREADS": 2, "LOG_FORMAT": "json", "CORS_ORIGINS": "https://a.example",
        "API_TOKEN": "t0k",
        # issue 12: cases of a batch
-       "MAX_BATCH": 31}
+       "MAX_BATCH": 31,
+       # what one request returns and holds
+       "MAX_ANSWER_ELEMENTS": 37}
 FLAGS = ("ACCESS_LOG", "METRICS")            # on by default; "0" in the environment: off
 
 

@@ -12,7 +12,7 @@ import numpy as np
 from glassllm import autograd, registry
 from glassllm.errors import LimitError, WireError, echo_name
 from glassllm.expr.errors import ExprComputeError, ExprError, ExprLimitError
-from glassllm.expr.expand import COMPOSITIONS, composition
+from glassllm.expr.expand import COMPOSITIONS, EXPANSION_FACTOR, composition
 from glassllm.expr.graph import (
     NODE_COST,
     Builder,
@@ -160,6 +160,28 @@ class PreparedExpression:
         opened = 4 * sum(n.op in COMPOSITIONS for n in self.nodes) if self.expand else 0
         return (self.elements * (1 + passes + opened),
                 self.madds + passes * (self.madds // 3) + opened * self.madds)
+
+    @property
+    def answer_elements(self) -> int:
+        """Elements of the arrays `run` returns, known before any compute: every node's
+        value and, when it requires grad, its gradient; the output's value and each
+        variable's gradient again (``value``, ``grads``); with ``check``, each checked
+        element's analytic and numeric gradient; with ``expand``, each composite node's
+        expansion, planned as `EXPANSION_FACTOR` times the node's own arrays."""
+        sizes = [math.prod(n.shape) for n in self.nodes]
+        total = sum(sizes) + sum(s for n, s in zip(self.nodes, sizes, strict=True)
+                                 if n.requires_grad)
+        total += sizes[self.out_id] + sum(sizes[n.id] for n in self.checked)
+        if self.check:
+            total += 2 * self.check_elements
+        if self.expand:
+            for n in self.nodes:
+                factor = EXPANSION_FACTOR.get(n.op, 0)
+                if factor:
+                    own = sizes[n.id] + n.built + sum(sizes[i] for arg in n.args
+                                                      for i in arg.node_ids())
+                    total += factor * own
+        return total
 
 
 def evaluate(expression: str, variables: Any = None, grad_output: Any = None,

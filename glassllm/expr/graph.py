@@ -83,6 +83,7 @@ class Node:
     value: Any = None                         # variables and constants: the data
     args: list[Arg] = field(default_factory=list)   # op nodes: one per input of the op
     summed: dict = field(default_factory=dict)  # op nodes: per input, axes its gradient sums
+    built: int = 0                            # op nodes: elements its plan builds inside
 
     @property
     def inputs(self) -> list[int]:
@@ -388,7 +389,7 @@ class Builder:
             self.nodes[arg.id].requires_grad for arg, spec in zip(values, op.inputs, strict=True)
             if isinstance(arg, NodeArg) and spec.kind == "tensor")
         return self.add(Node(0, op.name, span, text, tuple(plan.shape), rg, args=values,
-                             summed=dict(plan.summed)))
+                             summed=dict(plan.summed), built=sum(n for _, n in plan.sizes)))
 
 
     def blame(self, op: Op, bound: dict[str, ast.AST], exc: BaseException

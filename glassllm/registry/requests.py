@@ -55,6 +55,12 @@ class Prepared:
         forward + backward)."""
         return self.plan.elements, self.plan.madds
 
+    @property
+    def answer_elements(self) -> int:
+        """Elements of the arrays the run returns, known before any compute: the output
+        and one gradient per requested input, shaped like it."""
+        return self.plan.size + sum(int(np.size(self.args[name])) for name in self.wanted)
+
 
 @dataclass
 class RunResult:

@@ -7,8 +7,10 @@ node list) or its own ``{"error": {...}}``, so one bad case never spoils the oth
 Bounded up front (H5): at most ``GLASSLLM_MAX_BATCH`` cases, and the planned work of all
 cases together — the sum of each case's ``Prepared.cost`` (`service.case.prepare_case`:
 the elements it builds plus its matmul multiply-adds) — at most
-``GLASSLLM_MAX_MATMUL_MADDS``, the work one request may do. Every case is prepared (all
-its checks, no compute) first; a batch past either bound is refused whole with 413, naming
+``GLASSLLM_MAX_MATMUL_MADDS``, the work one request may do; and the arrays all cases
+return together (each case's value and gradients, an expression's nodes), held until the
+answer is written, at most ``GLASSLLM_MAX_ANSWER_ELEMENTS``. Every case is prepared (all
+its checks, no compute) first; a batch past any bound is refused whole with 413, naming
 the case that pushes it over, before any case is computed. Then each prepared case runs.
 """
 
@@ -25,7 +27,7 @@ from service.admission import run_admitted
 from service.case import Case, prepare_case, run_case
 from service.codec import computed, dumps, encoding_of
 from service.errors import ApiError, from_input_error
-from service.limits import read_json_then
+from service.limits import check_answer, read_json_then
 from service.settings import Settings
 
 router = APIRouter(prefix="/api/v1", tags=["tools"])
@@ -49,7 +51,7 @@ def prepare_batch(body: Any, maybe_bools: bool,
         raise ApiError(413, "too_large", f"the batch has {len(cases)} cases; the limit is"
                        f" {settings.max_batch} (GLASSLLM_MAX_BATCH)",
                        input=f"cases[{settings.max_batch}]")
-    prepared, total = [], 0
+    prepared, total, answer = [], 0, 0
     for i, case in enumerate(cases):
         prepared.append(prepare_case(case, maybe_bools, settings, f"cases[{i}]"))
         total += prepared[-1].work
@@ -58,6 +60,8 @@ def prepare_batch(body: Any, maybe_bools: bool,
                            f" {total} (elements plus multiply-adds); the limit is"
                            f" {settings.max_matmul_madds} (GLASSLLM_MAX_MATMUL_MADDS)",
                            input=f"cases[{i}]")
+        answer += prepared[-1].answer      # the answers are held until the last case's
+        check_answer(answer, settings, what=f"cases[0..{i}] together", input=f"cases[{i}]")
     return prepared, total, encoding
 
 

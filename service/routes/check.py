@@ -14,6 +14,7 @@ from __future__ import annotations
 import math
 from typing import Any
 
+import numpy as np
 from fastapi import APIRouter, Request
 from starlette.responses import Response
 
@@ -25,7 +26,7 @@ from service.admission import run_admitted
 from service.case import Case, prepare_case, run_case
 from service.codec import dumps
 from service.errors import ApiError
-from service.limits import read_json_then
+from service.limits import check_answer, read_json_then
 from service.settings import Settings
 
 router = APIRouter(prefix="/api/v1", tags=["tools"])
@@ -76,6 +77,11 @@ def prepare_check(body: Any, maybe_bools: bool, settings: Settings) -> tuple[Cas
                         settings)
     if case.error is not None:
         raise case.error
+    # held: the case's value and gradients and the claims; returned: a mask per claim
+    claims = int(np.size(value)) if value is not None else 0
+    claims += sum(int(np.size(g)) for g in grads.values())
+    check_answer(case.answer + 2 * claims, settings, input="claimed",
+                 what="the case's value and gradients with the claims and their masks")
     return case, {"value": value, "grads": grads, "rtol": rtol, "atol": atol, "reveal": reveal}
 
 

@@ -26,7 +26,7 @@ from service import schemas
 from service.admission import run_admitted
 from service.codec import dumps, encode_as, encoding_of
 from service.errors import ApiError
-from service.limits import read_json_then
+from service.limits import check_answer, read_json_then
 from service.settings import Settings
 
 router = APIRouter(prefix="/api/v1", tags=["expressions"])
@@ -78,7 +78,11 @@ def prepare_body(body: Any, maybe_bools: bool, settings: Settings,
               "grad_output": body.get("grad_output"), "check": body.get("check", False),
               "expand": body.get("expand", False),
               "limits": settings.limits, "maybe_bools": maybe_bools}
-    return float_warnings.run_recording(lambda: expr.prepare(**kwargs), messages)
+    prepared = float_warnings.run_recording(lambda: expr.prepare(**kwargs), messages)
+    opened = " and its opened composites" if prepared.expand else ""
+    check_answer(prepared.answer_elements, settings, input="expression",
+                 what=f"the expression's nodes{opened} (each value and gradient)")
+    return prepared
 
 
 def run_body(prepared: expr.PreparedExpression, messages: list[str],

@@ -44,7 +44,8 @@ from glassllm.training import (
 from service import schemas
 from service.admission import run_admitted
 from service.errors import ApiError
-from service.limits import read_json
+from service.limits import check_answer, read_json
+from service.settings import Settings
 from service.train_settings import TrainSettings
 from service.training_runner import WallTimeExceeded, events
 
@@ -181,6 +182,8 @@ async def start_training(request: Request) -> Response:
     _check_size(config, limits)
     _check_work(req.batch, config.max_seq_len, config,
                 request.app.state.settings.max_result_elements, "batch")
+    check_answer(count_parameters(config), request.app.state.settings, input="model",
+                 what="the done event's weights")
     if req.corpus is None:
         corpus = default_corpus()
     else:
@@ -252,7 +255,7 @@ def _token_label(byte: int) -> str:
 
 
 def _attention_model(req: AttentionRequest, limits: TrainSettings,
-                     max_elements: int) -> tuple[Any, np.ndarray, tuple[int, int]]:
+                     settings: Settings) -> tuple[Any, np.ndarray, tuple[int, int]]:
     """Every check of an attention request, before any forward work: the model, the
     prompt's ids and the planned cost (elements of the largest activation, multiply-adds
     of forward + backward ≈ 3 · parameters · tokens) that the admission lane is chosen by."""
@@ -272,8 +275,12 @@ def _attention_model(req: AttentionRequest, limits: TrainSettings,
     if not 2 <= len(ids) <= n_max:
         raise ApiError(422, "invalid_prompt", f"prompt: must be 2 to {n_max} bytes (the "
                        f"model's max_seq_len); got {len(ids)}", input="prompt")
-    biggest = _check_work(1, len(ids), model.config, max_elements, "prompt")
-    return model, ids, (biggest, 3 * count_parameters(model.config) * len(ids))
+    biggest = _check_work(1, len(ids), model.config, settings.max_result_elements, "prompt")
+    config, n = model.config, len(ids)
+    # held: the weights; returned: probabilities and their gradients, (L, H, n, n) each
+    check_answer(count_parameters(config) + 2 * config.n_layers * config.n_heads * n * n,
+                 settings, input="prompt", what="the attention maps and their gradients")
+    return model, ids, (biggest, 3 * count_parameters(config) * n)
 
 
 def _attention(model: Any, ids: np.ndarray) -> bytes:
@@ -310,7 +317,7 @@ async def model_attention(request: Request) -> Response:
                               send='{"prompt": "The cat", "seed": 0}')
     req: AttentionRequest = _validate(AttentionRequest, body)
     model, ids, cost = await run_in_threadpool(
-        _attention_model, req, limits, request.app.state.settings.max_result_elements)
+        _attention_model, req, limits, request.app.state.settings)
     out = await run_admitted(request, cost, _attention, model, ids)
     return Response(out, media_type="application/json")
 
