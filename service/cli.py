@@ -107,13 +107,40 @@ def main(argv: list[str] | None = None) -> None:
             prepare_metrics_dir(given)
         except MetricsDirError as exc:
             raise SystemExit(f"glassllm-sandbox: {exc}") from None
+    open_files_for(settings.max_connections)
+    from service.server import PROTOCOL
     # access_log=False: service/observability.py writes one line per request instead
     # (with the op and the request id); GLASSLLM_ACCESS_LOG=0 turns it off. Several
     # workers: supervised() marks each ended worker's live gauges dead (supervisor.py).
+    # The http protocol is uvicorn's httptools one with the guard of service/server.py:
+    # header, body and send timeouts, a bound on open connections.
     with worker_environment(args.workers, settings.metrics), supervised():
         uvicorn.run("service.app:create_app", factory=True, host=args.host, port=args.port,
                     workers=args.workers, log_level=args.log_level, access_log=False,
-                    timeout_graceful_shutdown=10)
+                    timeout_graceful_shutdown=10, http=PROTOCOL,
+                    timeout_keep_alive=settings.keepalive_timeout_s)
+
+
+# Files a worker keeps open besides its connections: the listening socket, logs, the
+# page's files being sent, the pipes of its training runs (3 each), the wheel.
+SPARE_FILES = 64
+
+
+def open_files_for(max_connections: int) -> None:
+    """Raise this process's soft open-file limit (which its workers inherit) to fit
+    `max_connections` plus `SPARE_FILES`, up to the hard limit; past the hard limit, stop
+    with one line naming both."""
+    import resource
+    need = max_connections + SPARE_FILES
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    if soft == resource.RLIM_INFINITY or soft >= need:
+        return
+    if hard != resource.RLIM_INFINITY and hard < need:
+        raise SystemExit(f"glassllm-sandbox: GLASSLLM_MAX_CONNECTIONS={max_connections} needs"
+                         f" {need} open files per worker, but this process may open at most"
+                         f" {hard} (ulimit -Hn); lower GLASSLLM_MAX_CONNECTIONS or raise the"
+                         " limit")
+    resource.setrlimit(resource.RLIMIT_NOFILE, (need, hard))
 
 
 if __name__ == "__main__":

@@ -102,6 +102,25 @@ class Settings(StrictSettings):
     composites, every case of a batch, a check's case and claims, attention maps, trained
     weights. Default: 3 × max_result_elements, what one expression at the graph limit
     returns (each node's value and gradient, and its output again)."""
+    header_timeout_s: Annotated[float, Field(gt=0, le=3600)] = 10.0
+    """Seconds for a request's complete headers to arrive, from the connection's opening
+    or the request's first byte; then the connection closes (408 if part of a request
+    came). The embedded server's own guard (service/server.py), as nginx's
+    client_header_timeout."""
+    body_timeout_s: Annotated[float, Field(gt=0, le=3600)] = 30.0
+    """Longest pause between two pieces of a request body being read; then 408 and the
+    connection closes (nginx's client_body_timeout)."""
+    send_timeout_s: Annotated[float, Field(gt=0, le=3600)] = 30.0
+    """Longest time an answer waiting in a connection's write buffer may go without the
+    client reading any of it; then the connection is cut and the answer freed (nginx's
+    send_timeout)."""
+    keepalive_timeout_s: Annotated[float, Field(gt=0, le=3600)] = 5.0
+    """Seconds an idle connection is kept open between two requests (uvicorn's
+    timeout_keep_alive)."""
+    max_connections: Annotated[int, _positive(1_000_000)] = 512
+    """Open connections of one worker process; one more is answered 503 at once and
+    closed. The process's open-file limit is raised to fit it at startup (or startup stops,
+    naming both)."""
     static_dir: Path | None = None
     """Where the page lives; default: the copy shipped in the wheel, else the repo's static/."""
 

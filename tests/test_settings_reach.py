@@ -213,7 +213,10 @@ ENV = {"MAX_BODY_BYTES": 4096, "MAX_JSON_DEPTH": 7, "MAX_ARRAY_ELEMENTS": 11,
        # issue 12: cases of a batch
        "MAX_BATCH": 31,
        # what one request returns and holds
-       "MAX_ANSWER_ELEMENTS": 37}
+       "MAX_ANSWER_ELEMENTS": 37,
+       # the embedded server's guard against slow and idle peers (service/server.py)
+       "HEADER_TIMEOUT_S": 1.5, "BODY_TIMEOUT_S": 2.5, "SEND_TIMEOUT_S": 3.5,
+       "KEEPALIVE_TIMEOUT_S": 4.5, "MAX_CONNECTIONS": 41}
 FLAGS = ("ACCESS_LOG", "METRICS")            # on by default; "0" in the environment: off
 
 
