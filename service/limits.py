@@ -121,7 +121,11 @@ async def read_json_then(request: Request, settings: Settings,
         # declared length over the limit stays the permanent 413
         _check_declared_length(request, settings.max_body_bytes, op)
         admission.refuse_if_full()
-    body = await read_body(request, settings, op=op)
+    try:
+        body = await read_body(request, settings, op=op)
+    except ApiError:      # a hang-up or a stalled body mid-read: its chunks go back once idle
+        _work_done(request)
+        raise
     if not body.strip():
         raise ApiError(422, "invalid_request", f"the body is empty; send {send}", op=op,
                        input="request body")
