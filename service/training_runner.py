@@ -11,6 +11,12 @@ never competes with requests for the GIL.
 Stopping: closing the ``events`` generator (the client went away, the server shuts
 down, the wall-time limit passed) kills the child at once (SIGKILL: it holds nothing
 that needs cleaning up). A child whose stdin closes (its server died) stops too.
+
+Every stream ends with a word: a child that dies without its last event (killed, out of
+memory) ends the events with an ``error`` of code ``process_died``; a server that shuts
+down (SIGTERM) ends them with ``ShuttingDown``, which the route sends as an ``error`` of
+code ``shutdown``. The child ignores SIGINT: a Ctrl+C in the server's terminal reaches its
+whole process group, and the run must end by the server's word, not by its own death.
 """
 
 from __future__ import annotations
@@ -18,6 +24,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import os
+import signal
 import sys
 import time
 from collections.abc import AsyncIterator
@@ -33,31 +40,61 @@ class WallTimeExceeded(Exception):
     """The run passed GLASSLLM_MAX_TRAIN_SECONDS."""
 
 
-async def events(kwargs: dict[str, Any], max_seconds: float) -> AsyncIterator[bytes]:
+class ShuttingDown(Exception):
+    """The server is shutting down: the run was stopped."""
+
+
+def died(returncode: int | None) -> bytes:
+    """The ``error`` event of a child that ended without its last event."""
+    how = (f"was killed by signal {-returncode}" if returncode is not None and returncode < 0
+           else f"exited with status {returncode}")
+    return orjson.dumps({"event": "error", "code": "process_died",
+                         "message": f"the training process {how} before it finished",
+                         "time": time.time()})
+
+
+async def events(kwargs: dict[str, Any], max_seconds: float,
+                 stop: Any = None) -> AsyncIterator[bytes]:
     """Start a run in a child process and yield its events (JSON bytes, one per event).
 
-    Raises ``WallTimeExceeded`` when the run passes ``max_seconds``. A child that dies
-    without a word ends the stream. Closing the generator kills the child.
+    `stop`: an event (asyncio's or anyio's: anything with an awaitable ``wait()``) set when
+    the server shuts down.
+
+    Raises ``WallTimeExceeded`` when the run passes ``max_seconds``, ``ShuttingDown`` once
+    `stop` is set. A child that dies without its last event ends the events with a
+    ``process_died`` error event. Closing the generator kills the child.
     """
     child = await asyncio.create_subprocess_exec(
         sys.executable, "-m", "service.training_runner",
         stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE, limit=LINE_LIMIT)
     deadline = time.monotonic() + max_seconds
+    stopped = asyncio.ensure_future(stop.wait()) if stop is not None else None
     try:
         child.stdin.write(orjson.dumps(kwargs) + b"\n")
         await child.stdin.drain()
         while True:
-            left = deadline - time.monotonic()
+            left = max(deadline - time.monotonic(), 0.0)
+            reading = asyncio.ensure_future(child.stdout.readline())
             try:
-                line = await asyncio.wait_for(child.stdout.readline(), timeout=max(left, 0.0))
-            except TimeoutError:
-                raise WallTimeExceeded from None
-            if not line:
+                await asyncio.wait({reading} | ({stopped} if stopped else set()), timeout=left,
+                                   return_when=asyncio.FIRST_COMPLETED)
+            finally:
+                if not reading.done():
+                    reading.cancel()
+            if stopped is not None and stopped.done():
+                raise ShuttingDown
+            if not reading.done():
+                raise WallTimeExceeded
+            line = reading.result()
+            if not line:                         # the child died without its last event
+                yield died(await child.wait())
                 return
             yield line.rstrip(b"\n")
             if line.startswith((b'{"event":"done"', b'{"event":"error"')):
                 return
     finally:
+        if stopped is not None:
+            stopped.cancel()
         if child.returncode is None:
             with contextlib.suppress(ProcessLookupError):
                 child.kill()
@@ -69,6 +106,7 @@ def _main() -> None:
     """The child: read the run's settings from stdin, write its events to stdout."""
     with contextlib.suppress(OSError):
         os.nice(CHILD_NICE)
+    signal.signal(signal.SIGINT, signal.SIG_IGN)   # the server ends the run, not a Ctrl+C
     from glassllm.layers import GlassConfig
     from glassllm.training import TrainingDiverged, train_events
 

@@ -24,6 +24,7 @@ import secrets
 import time
 from typing import Annotated, Any, Literal
 
+import anyio
 import numpy as np
 import orjson
 from fastapi import APIRouter, FastAPI, Request
@@ -47,7 +48,7 @@ from service.errors import ApiError
 from service.limits import check_answer, read_json
 from service.settings import Settings
 from service.train_settings import TrainSettings
-from service.training_runner import WallTimeExceeded, events
+from service.training_runner import ShuttingDown, WallTimeExceeded, events
 
 log = logging.getLogger("glassllm.service.train")
 router = APIRouter(prefix="/api/v1", tags=["train"])
@@ -210,27 +211,41 @@ async def start_training(request: Request) -> Response:
               "every": req.every}
     log.info("training run %s: %d steps, %d parameters", run_id, req.steps,
              count_parameters(config))
-    stream = _stream(run_id, kwargs, limits, runs)
+    # sse-starlette sets `shutdown` when the server is told to stop (SIGTERM); the stream
+    # then sends its `error` (code shutdown) and ends within the grace period, before
+    # uvicorn's own graceful shutdown (10 s, service/cli.py) cancels what is left
+    shutdown = anyio.Event()
+    stream = _stream(run_id, kwargs, limits, runs, shutdown)
     return EventSourceResponse(stream, ping=15, headers={"Cache-Control": "no-store",
-                                                         "X-Accel-Buffering": "no"})
+                                                         "X-Accel-Buffering": "no"},
+                               shutdown_event=shutdown, shutdown_grace_period=5)
+
+
+def _error(run_id: str, code: str, message: str) -> bytes:
+    return orjson.dumps({"run_id": run_id, "event": "error", "code": code, "message": message,
+                         "time": time.time()})
 
 
 async def _stream(run_id: str, kwargs: dict[str, Any], limits: TrainSettings,
-                  runs: RunCounter):
-    """The SSE events of one run; cancelled (client gone, shutdown) → the child is killed."""
+                  runs: RunCounter, shutdown: anyio.Event | None = None):
+    """The SSE events of one run, ending with ``done`` or ``error`` (a child that died, the
+    wall-time limit, the server shutting down); cancelled (the client gone) → the child is
+    killed."""
     prefix = b'{"run_id":"' + run_id.encode() + b'",'
     counter = itertools.count()
     try:
-        async for message in events(kwargs, limits.max_train_seconds):
+        async for message in events(kwargs, limits.max_train_seconds, shutdown):
             name = message[10:message.index(b'"', 10)].decode()  # {"event":"<name>",...
             yield {"event": name, "id": str(next(counter)),
                    "data": (prefix + message[1:]).decode()}
     except WallTimeExceeded:
-        yield {"event": "error", "id": str(next(counter)), "data": orjson.dumps({
-            "run_id": run_id, "event": "error", "code": "time_limit",
-            "message": f"the run passed {limits.max_train_seconds:g} s of wall time "
-                       "(GLASSLLM_MAX_TRAIN_SECONDS) and was stopped",
-            "time": time.time()}).decode()}
+        yield {"event": "error", "id": str(next(counter)), "data": _error(
+            run_id, "time_limit", f"the run passed {limits.max_train_seconds:g} s of wall time"
+            " (GLASSLLM_MAX_TRAIN_SECONDS) and was stopped").decode()}
+    except ShuttingDown:
+        yield {"event": "error", "id": str(next(counter)), "data": _error(
+            run_id, "shutdown", "the sandbox is shutting down; the run was stopped (start it"
+            " again once the sandbox is back)").decode()}
     finally:
         runs.release()
         log.info("training run %s ended", run_id)
