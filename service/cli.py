@@ -57,7 +57,7 @@ def worker_environment(workers: int, metrics: bool = True):
     made = None
     os.environ["GLASSLLM_WORKERS"] = str(workers)
     if metrics and workers > 1 and not os.environ.get("PROMETHEUS_MULTIPROC_DIR"):
-        made = tempfile.mkdtemp(prefix="glassllm-metrics-")
+        made = _metrics_dir()
         os.environ["PROMETHEUS_MULTIPROC_DIR"] = made
     try:
         yield
@@ -69,6 +69,18 @@ def worker_environment(workers: int, metrics: bool = True):
                 os.environ[key] = value
         if made:
             shutil.rmtree(made, ignore_errors=True)
+
+
+def _metrics_dir() -> str:
+    """A fresh directory for the workers' metrics; with no writable temporary directory
+    (a read-only root without a /tmp), one line saying so instead of a traceback."""
+    try:
+        return tempfile.mkdtemp(prefix="glassllm-metrics-")
+    except OSError as exc:
+        raise SystemExit(f"glassllm-sandbox: several workers need a writable temporary"
+                         f" directory for their metrics, and there is none ({exc}); set"
+                         " TMPDIR or PROMETHEUS_MULTIPROC_DIR to a writable directory, or"
+                         " GLASSLLM_METRICS=0") from None
 
 
 def main(argv: list[str] | None = None) -> None:

@@ -200,6 +200,8 @@ WHY = {
     429: "this worker already trains GLASSLLM_MAX_TRAINING_RUNS runs (`too_many_runs`)",
     503: "every compute slot is busy and the queue is full, or the wait ran out"
          " (`queue_full`, `queue_timeout`)",
+    507: "the disk cannot hold what the answer needs (`insufficient_storage`,"
+         " `storage_unavailable`)",
 }
 _STRING = {"type": "string"}
 HEADERS = {

@@ -138,7 +138,9 @@ def shape_refusal(c: httpx.Client, name: str) -> dict | None:
 # Documented statuses whose witness needs a fault this test cannot make here (a full or
 # read-only disk under /dist/): (method, path, status) -> the test that makes the server
 # send it. Every other documented error status is witnessed below.
-ELSEWHERE: dict[tuple[str, str, int], str] = {}
+ELSEWHERE: dict[tuple[str, str, int], str] = {
+    (method, "/dist/{filename}", 507): "tests/test_disk_faults.py (a file-size limit, a full"
+    " tmpfs, no writable temporary directory)" for method in ("get", "head")}
 
 
 def statuses(doc: dict) -> list[tuple[str, str, int]]:

@@ -18,10 +18,12 @@ one port agree on Last-Modified and ETag.
 from __future__ import annotations
 
 import base64
+import errno
 import functools
 import hashlib
 import importlib.metadata
 import os
+import shutil
 import threading
 import zipfile
 from pathlib import Path
@@ -97,19 +99,49 @@ def build(folder: Path) -> Path:
         zf.writestr(zipfile.ZipInfo(name, date_time=(2020, 1, 1, 0, 0, 0)), data,
                     compress_type=zipfile.ZIP_DEFLATED)
 
-    with zipfile.ZipFile(partial, "w") as zf:
-        for name, path in _files():
-            add(zf, name, path.read_bytes())
-        add(zf, f"{info}/METADATA", meta.encode())
-        add(zf, f"{info}/WHEEL", b"Wheel-Version: 1.0\nGenerator: glassllm.service.dist\n"
-                                 b"Root-Is-Purelib: true\nTag: py3-none-any\n")
-        if entry:
-            add(zf, f"{info}/entry_points.txt", entry.encode())
-        record.append(f"{info}/RECORD,,")
-        zf.writestr(zipfile.ZipInfo(f"{info}/RECORD", date_time=(2020, 1, 1, 0, 0, 0)),
-                    "\n".join(record) + "\n")
-    partial.replace(target)
+    # written beside, flushed to disk, then renamed: a full disk, a file-size limit or a
+    # read-only directory leaves no partial file, and never a wheel that is not whole
+    try:
+        with open(partial, "wb") as out:
+            with zipfile.ZipFile(out, "w") as zf:
+                for name, path in _files():
+                    add(zf, name, path.read_bytes())
+                add(zf, f"{info}/METADATA", meta.encode())
+                add(zf, f"{info}/WHEEL", b"Wheel-Version: 1.0\nGenerator: glassllm.service.dist\n"
+                                         b"Root-Is-Purelib: true\nTag: py3-none-any\n")
+                if entry:
+                    add(zf, f"{info}/entry_points.txt", entry.encode())
+                record.append(f"{info}/RECORD,,")
+                zf.writestr(zipfile.ZipInfo(f"{info}/RECORD", date_time=(2020, 1, 1, 0, 0, 0)),
+                            "\n".join(record) + "\n")
+            out.flush()
+            os.fsync(out.fileno())
+        partial.replace(target)
+    except BaseException:
+        partial.unlink(missing_ok=True)
+        raise
     return target
+
+
+# The wheel cannot be written: 507 Insufficient Storage (RFC 4918 §11.5: "unable to store
+# the representation needed to complete the request"), whatever the disk says; the code
+# says why: no room (no space, a quota, a file-size limit) or no writable directory (read
+# only, missing, no permission). Not a 503: no wait makes a read-only disk writable, and
+# every 503 of this API carries a Retry-After that clients obey.
+NO_ROOM = {errno.ENOSPC, errno.EDQUOT, errno.EFBIG}
+
+
+def storage_error(exc: OSError) -> ApiError:
+    """One line saying what is wrong with the disk, with its status (never a 500)."""
+    why = exc.strerror or type(exc).__name__
+    where = f" ({exc.filename})" if exc.filename else ""
+    if exc.errno in NO_ROOM:
+        return ApiError(507, "insufficient_storage", f"the sandbox cannot write its wheel:"
+                        f" {why}{where}; free some space in its temporary directory (TMPDIR)",
+                        input="filename")
+    return ApiError(507, "storage_unavailable", f"the sandbox cannot write its wheel: {why}"
+                    f"{where}; give it a writable temporary directory (TMPDIR)",
+                    input="filename")
 
 
 @functools.cache
@@ -133,7 +165,12 @@ def wheel() -> Path:
     with _lock:
         path = _built.get(key)
         if path is None or not path.is_file():      # first use, or removed at a shutdown
-            path = build(private_dir(f"glassllm-dist-{version()}-{key}-"))
+            folder = private_dir(f"glassllm-dist-{version()}-{key}-")
+            try:
+                path = build(folder)
+            except OSError:         # a full or read-only disk: no empty folder per request
+                shutil.rmtree(folder, ignore_errors=True)
+                raise
             newest = max(source.stat().st_mtime for _, source in _files())
             os.utime(path, (newest, newest))
             _built[key] = path
@@ -161,10 +198,16 @@ _RANGE = {"Content-Range": {"schema": {"type": "string"}, "description":
                       " several as multipart/byteranges", "headers": _RANGE, "content": {
                           "application/octet-stream": _BINARY,
                           "multipart/byteranges": _BINARY}},
-                **schemas.error_responses(404, 416, why={
-                    404: "not a file this sandbox serves (`not_found`)"})})
+                **schemas.error_responses(404, 416, 507, why={
+                    404: "not a file this sandbox serves (`not_found`)",
+                    507: "the wheel cannot be written: no room (`insufficient_storage`), or"
+                         " no writable temporary directory (`storage_unavailable`)"})})
 def get_wheel(filename: str) -> FileResponse:
     if filename != wheel_name():
         raise ApiError(404, "not_found", f"no file {filename[:80]!r}; this sandbox serves"
                        f" {wheel_name()}", input="filename")
-    return FileResponse(wheel(), media_type="application/octet-stream", filename=filename)
+    try:
+        path = wheel()
+    except OSError as exc:
+        raise storage_error(exc) from None
+    return FileResponse(path, media_type="application/octet-stream", filename=filename)
