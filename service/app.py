@@ -21,6 +21,7 @@ from service.openapi import describe_errors, for_generators
 from service.routes import allow_head, batch, check, contract, dist, health, ops, pages
 from service.routes import eval as eval_routes
 from service.routes import train as train_routes
+from service.security import SecurityHeaders, TrustedHosts, content_security_policy
 from service.settings import Settings
 
 DESCRIPTION = """Runs glassllm's ops forward and backward and returns values and gradients.
@@ -80,8 +81,9 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     train_routes.install(app)                        # /api/v1/train, /api/v1/model/attention
     pages.install(app, settings.static_dir)
     app.include_router(allow_head(contract.router))  # the contract, docs/*.md (H7)
-    # Middleware, innermost first: Allow on 405s, the token, CORS, then the access log and
-    # metrics around everything (issue 9), then the connection-specific headers removed.
+    # Middleware, innermost first: Allow on 405s, the token, CORS, the trusted hosts, then
+    # the access log and metrics around everything (issue 9), the security headers, then
+    # the connection-specific headers removed.
     app.add_middleware(AllowEveryMethod, routes=app.router.routes)
     if settings.api_token:
         app.add_middleware(BearerToken, token=settings.api_token)
@@ -92,9 +94,14 @@ def create_app(settings: Settings | None = None) -> FastAPI:
                            allow_headers=["Content-Type", "Authorization", "X-Request-ID",
                                           "X-Client-ID"],
                            expose_headers=["Retry-After", "X-Request-ID"], max_age=600)
+    if settings.trusted_host_list != ["*"]:
+        app.add_middleware(TrustedHosts, patterns=settings.trusted_host_list)
     app.add_middleware(Observability, access_log=settings.access_log,
                        fmt=settings.log_format, record_metrics=settings.metrics,
                        routes=app.router.routes)
+    # every answer, errors and refusals included, carries the security headers
+    app.add_middleware(SecurityHeaders, csp=content_security_policy(
+        [pages.swagger_ui().body.decode(), f"<style>{contract.STYLE}</style>"]))
     app.add_middleware(NoHopByHop)        # outermost: no answer names the connection (hop.py)
 
     def openapi() -> dict:

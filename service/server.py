@@ -34,11 +34,13 @@ from __future__ import annotations
 
 import asyncio
 import functools
+from http import HTTPStatus
 from typing import Any
 
 import orjson
 from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
 
+from service.errors import ApiError
 from service.settings import Settings
 
 PROTOCOL = "service.server:GuardedHttpToolsProtocol"   # uvicorn.run(http=...)
@@ -50,14 +52,12 @@ def _settings() -> Settings:
     return Settings()
 
 
-def _answer(status: int, reason: str, code: str, message: str,
-            headers: tuple[tuple[str, str], ...] = ()) -> bytes:
+def _answer(err: ApiError) -> bytes:
     """A complete HTTP/1.1 answer with the sandbox's error envelope, then the close."""
-    body = orjson.dumps({"error": {"status": status, "code": code, "message": message,
-                                   "op": None, "input": None}})
-    head = [f"HTTP/1.1 {status} {reason}", "content-type: application/json",
-            f"content-length: {len(body)}", "connection: close",
-            *(f"{k}: {v}" for k, v in headers)]
+    body = orjson.dumps(err.body())
+    head = [f"HTTP/1.1 {err.status} {HTTPStatus(err.status).phrase}",
+            "content-type: application/json", f"content-length: {len(body)}",
+            "connection: close", *(f"{k}: {v}" for k, v in err.headers.items())]
     return ("\r\n".join(head) + "\r\n\r\n").encode() + body
 
 
@@ -83,10 +83,10 @@ class GuardedHttpToolsProtocol(HttpToolsProtocol):
         if len(self.connections) > self.max_connections:
             n = len(self.connections) - 1
             self.connections.discard(self)
-            transport.write(_answer(503, "Service Unavailable", "too_many_connections",
-                                    f"the sandbox already has {n} open connections, at most"
-                                    f" {self.max_connections} (GLASSLLM_MAX_CONNECTIONS);"
-                                    " retry shortly", (("retry-after", "1"),)))
+            transport.write(_answer(ApiError(
+                503, "too_many_connections", f"the sandbox already has {n} open connections,"
+                f" at most {self.max_connections} (GLASSLLM_MAX_CONNECTIONS); retry shortly",
+                headers={"retry-after": "1"})))
             transport.close()
             return
         self._header_timer = self.loop.call_later(self.header_timeout, self._header_timed_out)
@@ -134,10 +134,9 @@ class GuardedHttpToolsProtocol(HttpToolsProtocol):
         if self.transport.is_closing():
             return
         if self._request_begun:                 # part of a request came: say why
-            self.transport.write(_answer(408, "Request Timeout", "request_timeout",
-                                         "the request's headers did not arrive within"
-                                         f" {self.header_timeout:g} s"
-                                         " (GLASSLLM_HEADER_TIMEOUT_S)"))
+            self.transport.write(_answer(ApiError(
+                408, "request_timeout", "the request's headers did not arrive within"
+                f" {self.header_timeout:g} s (GLASSLLM_HEADER_TIMEOUT_S)")))
         self.transport.close()
 
     def _body_timed_out(self) -> None:
@@ -149,10 +148,9 @@ class GuardedHttpToolsProtocol(HttpToolsProtocol):
             return
         cycle = self.cycle
         if cycle is not None and not cycle.response_started:
-            self.transport.write(_answer(408, "Request Timeout", "request_timeout",
-                                         f"no part of the request body came for"
-                                         f" {self.body_timeout:g} s"
-                                         " (GLASSLLM_BODY_TIMEOUT_S)"))
+            self.transport.write(_answer(ApiError(
+                408, "request_timeout", f"no part of the request body came for"
+                f" {self.body_timeout:g} s (GLASSLLM_BODY_TIMEOUT_S)", input="request body")))
         if cycle is not None:                   # the route reading the body sees a hang-up
             cycle.disconnected = True
             cycle.message_event.set()

@@ -121,8 +121,18 @@ class Settings(StrictSettings):
     """Open connections of one worker process; one more is answered 503 at once and
     closed. The process's open-file limit is raised to fit it at startup (or startup stops,
     naming both)."""
+    trusted_hosts: str = "*"
+    """Comma-separated host names the sandbox answers to (``*.example.org``: its
+    subdomains); another Host header is refused with 400 untrusted_host. ``*``: any."""
     static_dir: Path | None = None
     """Where the page lives; default: the copy shipped in the wheel, else the repo's static/."""
+
+    @field_validator("trusted_hosts")
+    @classmethod
+    def _host_names(cls, value: str) -> str:
+        from service.security import host_patterns
+        host_patterns(value)                  # a ValueError names the entry
+        return value
 
     @field_validator("static_dir")
     @classmethod
@@ -158,6 +168,11 @@ class Settings(StrictSettings):
         if self.max_answer_elements is not None:
             return self.max_answer_elements
         return ANSWER_PER_RESULT * self.max_result_elements
+
+    @property
+    def trusted_host_list(self) -> list[str]:
+        from service.security import host_patterns
+        return host_patterns(self.trusted_hosts)
 
     @property
     def cors_origin_list(self) -> list[str]:

@@ -12,7 +12,7 @@ import json
 
 import numpy as np
 import pytest
-from browser_session import ARTIFACTS, AXE
+from browser_session import ARTIFACTS, inject_axe
 
 pytestmark = [pytest.mark.browser, pytest.mark.slow]
 
@@ -66,7 +66,7 @@ def check(pg, claim: str, reveal: bool = True) -> None:
         pg.click("#check-reveal")
     pg.evaluate("document.querySelector('#check-result').replaceChildren()")
     pg.click("#check-go")
-    pg.wait_for_function("document.querySelector('#check-result').childElementCount > 0"
+    pg.wait_for_function("() => document.querySelector('#check-result').childElementCount > 0"
                          " || document.querySelector('#check-msg').textContent !== ''")
 
 
@@ -175,7 +175,7 @@ def test_an_expression_case_is_checked_too(page):
     page.check("#grad-check")            # eval's `check` flag, which the panel leaves out
     page.click("#run")
     page.wait_for_selector("#check-panel:not([hidden])")
-    page.wait_for_function("document.querySelectorAll('#check-target option').length === 3")
+    page.wait_for_function("() => document.querySelectorAll('#check-target option').length === 3")
     page.select_option("#check-target", "grad:y")
     page.fill("#check-claim", "[1.5, -2.0, 2.0]")
     page.click("#check-go")
@@ -189,7 +189,7 @@ def test_axe_finds_no_serious_violation_in_the_panel(page):
     wrong = RIGHT.copy()
     wrong[0, 0] = 1.0
     check(page, json.dumps(wrong.tolist()))
-    page.add_script_tag(path=str(AXE))
+    inject_axe(page)
     result = page.evaluate("axe.run('#check-panel').then(r => r.violations"
                            ".filter(v => v.impact === 'serious' || v.impact === 'critical')"
                            ".map(v => [v.id, v.nodes.length, v.nodes[0].target.join(' ')]))")
@@ -212,7 +212,7 @@ def test_a_new_run_clears_the_older_verdict(page):
     check(page, json.dumps(RIGHT.tolist()))
     assert page.eval_on_selector_all("#check-result td", "tds => tds.length") == 4
     page.click("#run")
-    page.wait_for_function("document.querySelector('#check-result').childElementCount === 0")
+    page.wait_for_function("() => document.querySelector('#check-result').childElementCount === 0")
     assert page.is_visible("#check-panel") and page.text_content("#check-msg") == ""
 
 

@@ -51,7 +51,7 @@ def runs(pg) -> int:
 
 
 def wait_run(pg, before: int) -> None:
-    pg.wait_for_function(f"Number(document.body.dataset.runs || 0) > {before}")
+    pg.wait_for_function(f"() => Number(document.body.dataset.runs || 0) > {before}")
 
 
 def click_and_wait(pg, selector: str) -> None:
@@ -175,7 +175,7 @@ def test_op_mode_run_shows_value_and_every_gradient(page):
 def test_mask_grid_cells_toggle_and_probabilities_use_a_sequential_scale(page):
     page.select_option("#op-select", "masked_fill")
     page.click('#op-examples button >> nth=0')
-    page.wait_for_function("Number(document.body.dataset.runs || 0) > 0")
+    page.wait_for_function("() => Number(document.body.dataset.runs || 0) > 0")
     grid = page.locator(".kind-bool_mask .mask-grid button")
     assert grid.count() == 9
     cell = page.locator('.mask-grid button[data-at="2, 0"]')
@@ -303,7 +303,7 @@ def test_a_number_past_float64_travels_as_infinity(page, browser):
     assert "[np.inf, -np.inf, 1]" in page.input_value("#copy-text")
     other = browser.new_context().new_page()       # the permalink reopens it as typed tokens
     other.goto(page.url)
-    other.wait_for_function("Number(document.body.dataset.runs || 0) > 0")
+    other.wait_for_function("() => Number(document.body.dataset.runs || 0) > 0")
     assert other.input_value("#in-a") == "[inf, -inf, 1]"
     assert table(other, "value") == [math.inf, -math.inf, 2.0]
     other.context.close()
@@ -352,7 +352,7 @@ def test_negative_zero_travels_and_shows_as_itself(page, browser, url):
     other = browser.new_context(viewport={"width": 1280, "height": 800}).new_page()
     other.goto(page.url)
     other.wait_for_selector("body[data-ready]")
-    other.wait_for_function("Number(document.body.dataset.runs || 0) > 0")
+    other.wait_for_function("() => Number(document.body.dataset.runs || 0) > 0")
     assert other.input_value("#in-a") == "[-0.0, 2, -3]"
     assert other.input_value("#in-b") == "[1, -0.0, 0]"
     assert signs(table(other, "value")) == signs([-0.0, -0.0, -0.0])
@@ -399,7 +399,7 @@ def test_permalink_round_trip_reopens_the_same_case(page, browser):
     other = browser.new_context(viewport={"width": 1280, "height": 800}).new_page()
     other.goto(link)
     other.wait_for_selector("body[data-ready]")
-    other.wait_for_function("Number(document.body.dataset.runs || 0) > 0")
+    other.wait_for_function("() => Number(document.body.dataset.runs || 0) > 0")
     assert other.input_value("#op-select") == "softmax"
     assert other.input_value("#in-axis") == "0"
     assert other.input_value("#in-a") == "[[1, 2, 3],\n [0, 0, -inf]]"

@@ -92,7 +92,7 @@ def test_a_401_asks_for_the_token_once_and_sends_it_as_bearer(page):
     assert page.inner_text("label[for=token-input]").startswith("This sandbox needs")
     page.fill("#token-input", "class-token")
     page.keyboard.press("Enter")
-    page.wait_for_function(f"Number(document.body.dataset.runs || 0) > {before}")
+    page.wait_for_function(f"() => Number(document.body.dataset.runs || 0) > {before}")
     assert seen == [None, "Bearer class-token"]
     assert_numbers(table(page, "value"), [[3.0], [7.0]], "matmul value with the token")
     assert page.evaluate("sessionStorage.getItem('glassllm.token')") == "class-token"

@@ -48,7 +48,7 @@ def shot(pg, name: str, full: bool = True) -> None:
 def run_after(pg, action) -> None:
     before = int(pg.evaluate("document.body.dataset.runs || '0'"))
     action()
-    pg.wait_for_function(f"Number(document.body.dataset.runs || 0) > {before}")
+    pg.wait_for_function(f"() => Number(document.body.dataset.runs || 0) > {before}")
 
 
 def test_every_lesson_runs_with_its_notes_and_no_console_error(page):

@@ -216,7 +216,9 @@ ENV = {"MAX_BODY_BYTES": 4096, "MAX_JSON_DEPTH": 7, "MAX_ARRAY_ELEMENTS": 11,
        "MAX_ANSWER_ELEMENTS": 37,
        # the embedded server's guard against slow and idle peers (service/server.py)
        "HEADER_TIMEOUT_S": 1.5, "BODY_TIMEOUT_S": 2.5, "SEND_TIMEOUT_S": 3.5,
-       "KEEPALIVE_TIMEOUT_S": 4.5, "MAX_CONNECTIONS": 41}
+       "KEEPALIVE_TIMEOUT_S": 4.5, "MAX_CONNECTIONS": 41,
+       # the Host names answered (service/security.py)
+       "TRUSTED_HOSTS": "sandbox.example,*.course.example"}
 FLAGS = ("ACCESS_LOG", "METRICS")            # on by default; "0" in the environment: off
 
 

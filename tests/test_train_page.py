@@ -7,7 +7,7 @@ finds no accessibility violation. Screenshots go to test-artifacts/train-*.png.
 from __future__ import annotations
 
 import pytest
-from browser_session import ARTIFACTS, AXE
+from browser_session import ARTIFACTS, inject_axe
 
 pytestmark = [pytest.mark.browser, pytest.mark.slow]
 
@@ -50,14 +50,15 @@ def points(pg) -> int:
 def test_the_curve_grows_while_a_run_trains_then_attention_of_the_trained_model(page):
     page.fill("#train-steps", "40")
     page.click("#train-start")
-    page.wait_for_function("Number(document.body.dataset.trainSteps || 0) >= 3", timeout=120_000)
+    page.wait_for_function("() => Number(document.body.dataset.trainSteps || 0) >= 3",
+                           timeout=120_000)
     first = points(page)
-    page.wait_for_function(f"Number(document.body.dataset.trainSteps) >= {first + 5}",
+    page.wait_for_function(f"() => Number(document.body.dataset.trainSteps) >= {first + 5}",
                            timeout=120_000)
     page.evaluate("new Promise(r => requestAnimationFrame(() => r()))")  # the next draw
     assert points(page) > first >= 3
     page.wait_for_selector("body[data-train-done]", timeout=120_000)
-    page.wait_for_function("document.body.dataset.trainState === 'idle'")
+    page.wait_for_function("() => document.body.dataset.trainState === 'idle'")
     assert points(page) == 40
     assert page.locator("#train-samples li").count() == 4  # steps 10, 20, 30, 40
     assert page.locator(".norms tbody tr").count() == 7  # parameter groups of one block
@@ -83,9 +84,10 @@ def test_the_curve_grows_while_a_run_trains_then_attention_of_the_trained_model(
 def test_stop_ends_the_run(page):
     page.fill("#train-steps", "2000")
     page.click("#train-start")
-    page.wait_for_function("Number(document.body.dataset.trainSteps || 0) >= 2", timeout=120_000)
+    page.wait_for_function("() => Number(document.body.dataset.trainSteps || 0) >= 2",
+                           timeout=120_000)
     page.click("#train-stop")
-    page.wait_for_function("document.body.dataset.trainState === 'idle'")
+    page.wait_for_function("() => document.body.dataset.trainState === 'idle'")
     assert "Stopped" in page.inner_text("#train-status")
     assert page.is_enabled("#train-start") and not page.is_enabled("#train-stop")
     assert "trainDone" not in page.evaluate("Object.keys(document.body.dataset)")
@@ -97,7 +99,7 @@ def test_stop_ends_the_run(page):
 def test_a_refused_run_says_why(page):
     page.fill("#train-steps", "999999")
     page.click("#train-start")
-    page.wait_for_function("document.body.dataset.trainState === 'idle'")
+    page.wait_for_function("() => document.body.dataset.trainState === 'idle'")
     assert "GLASSLLM_MAX_TRAIN_STEPS" in page.inner_text("#train-status")
     page.errors.remove("Failed to load resource: the server responded with a status of 422 "
                        "(Unprocessable Entity)")  # Chromium logs every 4xx; this one is meant
@@ -106,7 +108,7 @@ def test_a_refused_run_says_why(page):
 def test_axe_finds_no_violation_in_the_train_view(page):
     page.click("#attn-show")  # a fresh model's heatmaps, so the tables are checked too
     page.wait_for_selector("body[data-attn-shown]")
-    page.add_script_tag(path=str(AXE))
+    inject_axe(page)
     result = page.evaluate("axe.run('#train').then(r => r.violations.map(v => "
                            "[v.id, v.nodes.length, v.nodes[0].target.join(' ')]))")
     assert result == []

@@ -32,6 +32,15 @@ def static_dir(configured: Path | None) -> Path:
     raise RuntimeError("static/index.html not found; set GLASSLLM_STATIC_DIR")
 
 
+def swagger_ui() -> HTMLResponse:
+    """/docs: Swagger UI from local assets. Its one inline script (the start of Swagger UI)
+    is allowed by hash in the Content-Security-Policy (service/security.py)."""
+    return get_swagger_ui_html(openapi_url="/openapi.json", title="glassllm sandbox — API",
+                               swagger_js_url="/docs-assets/swagger-ui-bundle.js",
+                               swagger_css_url="/docs-assets/swagger-ui.css",
+                               swagger_favicon_url="/docs-assets/favicon.png")
+
+
 def install(app: FastAPI, configured: Path | None) -> None:
     page = static_dir(configured)
     router = APIRouter(include_in_schema=False)
@@ -42,10 +51,7 @@ def install(app: FastAPI, configured: Path | None) -> None:
 
     @router.get("/docs")
     def docs() -> HTMLResponse:
-        return get_swagger_ui_html(openapi_url="/openapi.json", title="glassllm sandbox — API",
-                                   swagger_js_url="/docs-assets/swagger-ui-bundle.js",
-                                   swagger_css_url="/docs-assets/swagger-ui.css",
-                                   swagger_favicon_url="/docs-assets/favicon.png")
+        return swagger_ui()
 
     app.include_router(allow_head(router))           # HEAD / as well as GET /
     app.mount("/static", StaticFiles(directory=page), name="static")

@@ -1,11 +1,13 @@
 // A tiny DOM helper shared by the page's modules.
 
-/** el("td", {class: "x", text: "1"}, child, ...) -> a new element. */
+/** el("td", {class: "x", text: "1"}, child, ...) -> a new element. A `style` is set
+ *  through the CSSOM: the Content-Security-Policy refuses inline style attributes. */
 export function el(tag, attrs = {}, ...children) {
   const node = document.createElement(tag);
   for (const [k, v] of Object.entries(attrs)) {
     if (k === "class") node.className = v;
     else if (k === "text") node.textContent = v;
+    else if (k === "style") node.style.cssText = v;
     else node.setAttribute(k, v);
   }
   for (const c of children) if (c != null) node.append(c);

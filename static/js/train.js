@@ -321,6 +321,9 @@ async function showAttention() {
 // ---- wiring ----------------------------------------------------------------------------
 
 function init() {
+  // Enter in a field must not submit the form (a page reload); a listener, not an inline
+  // onsubmit: the Content-Security-Policy allows no inline script
+  document.querySelector(".train-form").addEventListener("submit", (e) => e.preventDefault());
   $("train-start").addEventListener("click", start);
   $("train-stop").addEventListener("click", stop);
   $("train-reset").addEventListener("click", reset);
