@@ -15,7 +15,8 @@ from glassllm.cli import _int_type
 # error before uvicorn is imported, not a KeyError traceback from inside it.
 LOG_LEVELS = ("critical", "error", "warning", "info", "debug", "trace")
 # The service extra's top-level modules (pyproject.toml), checked before uvicorn starts.
-SERVICE_MODULES = ("fastapi", "fastapi_offline", "orjson", "pydantic", "pydantic_settings")
+SERVICE_MODULES = ("fastapi", "fastapi_offline", "orjson", "pydantic", "pydantic_settings",
+                   "httptools")  # uvicorn[standard]: the guarded protocol (server.py)
 
 
 def _int_in(low: int, high: int | None, rule: str):
