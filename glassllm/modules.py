@@ -308,7 +308,13 @@ class GlassLM(Module):
         rng: np.random.Generator | None = None,
         kv_cache: bool = True,
     ) -> np.ndarray:
-        """Sample ``max_new_tokens`` after ``ids`` (1-D). temperature 0 means greedy.
+        """Sample ``max_new_tokens`` after a prompt. temperature 0 means greedy.
+
+        Shapes: ids (n,) → (n + max_new_tokens,); a batch of prompts ids (B, n) →
+        (B, n + max_new_tokens), as PyTorch's and Hugging Face's ``generate`` take one:
+        each row is continued on its own, the rows one after another with the same
+        generator (a greedy row is exactly ``generate(ids[b])``; a sampled one draws after
+        the rows before it). Ids of any integer dtype; the answer is int64.
 
         The context is cropped to the last ``max_seq_len`` tokens. With ``kv_cache`` (the
         default) each new token runs only its own position through the model, reading the
@@ -316,16 +322,32 @@ class GlassLM(Module):
         every step reruns the forward pass over the whole context (clear, not fast). Both
         give the same tokens (tests/test_training.py).
 
-        Raises: TypeError/ValueError naming the first id that is not an integer in
-        [0, V); ``max_new_tokens`` not an int ≥ 0; ``temperature`` not a finite number
-        ≥ 0; ``top_k`` neither None nor an int ≥ 1 (k ≥ V keeps every token).
+        Raises: ValueError for ids of any other shape (a single id is ``[id]``); TypeError/
+        ValueError naming the first id that is not an integer in [0, V);
+        ``max_new_tokens`` not an int ≥ 0; ``temperature`` not a finite number ≥ 0;
+        ``top_k`` neither None nor an int ≥ 1 (k ≥ V keeps every token).
         """
         max_new_tokens = check_int("max_new_tokens", max_new_tokens, minimum=0)
         temperature = check_real("temperature", temperature, 0.0)
         if top_k is not None:
             top_k = check_int("top_k", top_k, minimum=1)
         rng = rng if rng is not None else np.random.default_rng(0)
-        out = id_array(ids, "ids", self.config.vocab).reshape(-1).tolist()
+        ids = id_array(ids, "ids", self.config.vocab)
+        if ids.ndim == 2:  # (B, n): row by row, never one flat sequence
+            rows = [self._generate_row(row, max_new_tokens, temperature, top_k, rng, kv_cache)
+                    for row in ids]
+            return np.array(rows, dtype=np.int64).reshape(  # (B, n + k)
+                len(ids), ids.shape[1] + max_new_tokens)
+        if ids.ndim != 1:
+            raise ValueError(f"ids must be one prompt (n,) or a batch of prompts (B, n), "
+                             f"got shape {ids.shape}")
+        return self._generate_row(ids, max_new_tokens, temperature, top_k, rng, kv_cache)
+
+    def _generate_row(self, ids: np.ndarray, max_new_tokens: int, temperature: float,
+                      top_k: int | None, rng: np.random.Generator,
+                      kv_cache: bool) -> np.ndarray:
+        """`generate` of one prompt (n,), its arguments checked: (n + max_new_tokens,)."""
+        out = ids.tolist()
         if kv_cache:
             from glassllm.kvcache import next_logits_cached
 
