@@ -52,9 +52,11 @@ $(VENV)/.stamp-test: pyproject.toml requirements/test.lock | $(VPY)
 run: $(VENV)/.stamp-service
 	$(VENV)/bin/glassllm-sandbox --host $(HOST) --port $(PORT) --workers $(WORKERS)
 
+# tools/apt_get.sh waits (up to 10 minutes) for another apt or dpkg's lock instead of failing:
+# right after a machine boots, unattended upgrades hold it
 $(CHROMIUM):
-	$(SUDO) apt-get update
-	$(SUDO) env DEBIAN_FRONTEND=noninteractive apt-get install -y chromium
+	$(SUDO) sh tools/apt_get.sh update
+	$(SUDO) env DEBIAN_FRONTEND=noninteractive sh tools/apt_get.sh install -y chromium
 
 # openapi-python-client (a venv of its own) and openapi-typescript (npm), pinned in
 # tools/client_generators.py, under .tools/ (ignored); the OpenAPI client tests run them

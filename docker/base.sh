@@ -19,8 +19,9 @@ set -- $(python3 "$here/apt_mirror.py") "${1:-}"
 mirror=$1 suite=$2 tag=${3:-glassllm-base:$2}
 
 if ! command -v mmdebstrap >/dev/null 2>&1; then
-    retry apt-get update -qq
-    retry env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq mmdebstrap
+    retry sh "$here/../tools/apt_get.sh" update -qq   # waits for another apt's lock
+    retry env DEBIAN_FRONTEND=noninteractive sh "$here/../tools/apt_get.sh" install -y -qq \
+        mmdebstrap
 fi
 
 work=$(mktemp -d /tmp/glassllm-base.XXXXXX)

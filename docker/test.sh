@@ -10,6 +10,7 @@
 set -eu
 here=$(cd "$(dirname "$0")" && pwd)
 . "$here/retry.sh"
+apt_get="$here/../tools/apt_get.sh"  # waits for another apt's lock (docs/deploy.md)
 python=${1:?usage: sh docker/test.sh PYTHON [TAG]}
 tag=${2:-glassllm:latest}
 t0=$(date +%s)
@@ -17,13 +18,14 @@ SUDO=; [ "$(id -u)" = 0 ] || SUDO=sudo
 
 if ! command -v dockerd >/dev/null 2>&1; then
     echo "docker-test: installing Debian's Docker engine (docker.io)"
-    retry $SUDO apt-get update -qq
-    retry $SUDO env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq docker.io >/dev/null
+    retry $SUDO sh "$apt_get" update -qq
+    retry $SUDO env DEBIAN_FRONTEND=noninteractive sh "$apt_get" install -y -qq docker.io \
+        >/dev/null
 fi
 if ! command -v docker-compose >/dev/null 2>&1 && ! docker compose version >/dev/null 2>&1; then
     echo "docker-test: installing Debian's compose (docker-compose)"
-    retry $SUDO apt-get update -qq
-    retry $SUDO env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq docker-compose \
+    retry $SUDO sh "$apt_get" update -qq
+    retry $SUDO env DEBIAN_FRONTEND=noninteractive sh "$apt_get" install -y -qq docker-compose \
         >/dev/null
 fi
 . "$here/client.sh"

@@ -13,7 +13,12 @@ sandbox computes any gradient on request.)
 The result is written in Gradescope's ``results.json`` format, which otter-grader also
 produces: ``{"score", "max_score", "output", "tests": [{"name", "score", "max_score",
 "status", "output"}]}``. On Gradescope pass ``--results /autograder/results/results.json``.
-Exit status 0 whenever grading ran, whatever the score.
+It is always written, complete (every test with its ``max_score``): a submission that does
+not load (a syntax error, no ``softmax_backward``) scores 0 on every test with the reason;
+a traceback shows only the frames of the student's file, by its name (no grader path).
+Exit status 0 whenever grading ran, whatever the score; 2 when the sandbox failed (down,
+timed out, a proxy's error page): the results then say that the submission was not graded,
+at 0 points, and stderr says what failed and where.
 """
 
 from __future__ import annotations
@@ -27,7 +32,7 @@ from pathlib import Path
 
 import numpy as np
 
-from glassllm.client import Sandbox, SandboxError
+from glassllm.client import ClientError, Sandbox, SandboxError
 
 # (name, points, logits x, upstream gradient g): small, then the hard cases
 rng = np.random.default_rng(12)
@@ -42,25 +47,68 @@ CASES = [
 ]
 
 
+TOTAL = sum(points for _, points, _, _ in CASES)
+INFRASTRUCTURE = ("The grading sandbox did not answer, so this submission was not graded:"
+                  " not a problem with your code. Your instructor has been told; the"
+                  " submission will be graded again.")
+
+
 def load(path: Path):
+    """The submission's ``softmax_backward``; whatever it raises (a syntax error, an
+    import error, SystemExit, a missing function) propagates."""
     spec = importlib.util.spec_from_file_location("submission", path)
+    if spec is None or spec.loader is None:
+        raise ImportError(f"{path.name} is not a Python file")
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
-    return module.softmax_backward
+    fn = getattr(module, "softmax_backward", None)
+    if not callable(fn):
+        raise AttributeError(f"{path.name} defines no function softmax_backward(x, g)")
+    return fn
 
 
-def grade(sandbox: Sandbox, softmax_backward) -> dict:
+def student_traceback(exc: BaseException, submission: Path) -> str:
+    """The exception as the student should read it: only the frames of their own file, each
+    named by its file name alone (no grader path, no grader frame)."""
+    mine = submission.resolve()
+    tb = traceback.TracebackException.from_exception(exc, limit=20)
+    tb.stack = traceback.StackSummary.from_list(
+        [(Path(f.filename).name, f.lineno, f.name, f.line) for f in tb.stack
+         if Path(f.filename).resolve() == mine])
+    if isinstance(exc, SyntaxError) and tb.filename:
+        tb.filename = Path(tb.filename).name
+    text = "".join(tb.format(chain=False))
+    return text.replace(str(mine), mine.name).replace(str(submission), submission.name)
+
+
+def result(tests: list[dict], output: str) -> dict:
+    """Gradescope's results.json: always every test, with its max_score, and the total."""
+    return {"score": sum(t["score"] for t in tests), "max_score": TOTAL, "output": output,
+            "visibility": "visible", "tests": tests}
+
+
+def ungraded(output: str) -> list[dict]:
+    """Every test at 0 points with one explanation (the submission was never run)."""
+    return [{"name": name, "max_score": points, "score": 0.0, "status": "failed",
+             "output": output} for name, points, _, _ in CASES]
+
+
+def grade(sandbox: Sandbox, softmax_backward, submission: Path) -> dict:
     tests = []
     for name, points, x, g in CASES:
         test = {"name": name, "max_score": points, "score": 0.0, "status": "failed"}
+        tests.append(test)
         try:
             claimed = np.asarray(softmax_backward(x.copy(), g.copy()), dtype=np.float64)
-        except Exception:                               # the student's code raised
-            test["output"] = "your function raised:\n" + traceback.format_exc(limit=3)
-            tests.append(test)
+        except (Exception, SystemExit) as exc:          # the student's code raised
+            test["output"] = "your function raised:\n" + student_traceback(exc, submission)
             continue
-        report = sandbox.check("softmax", {"a": x}, grad_output=g, grads={"a": claimed},
-                               rtol=1e-6, atol=1e-9, reveal=False)["grads"]["a"]
+        try:
+            report = sandbox.check("softmax", {"a": x}, grad_output=g, grads={"a": claimed},
+                                   rtol=1e-6, atol=1e-9, reveal=False)["grads"]["a"]
+        except ClientError as exc:                      # the sandbox refused the answer
+            test["output"] = f"your answer could not be checked: {exc.message}"
+            continue
         if report["allclose"]:
             test.update(score=points, status="passed", output="correct")
         elif not report["shape_match"]:
@@ -69,36 +117,45 @@ def grade(sandbox: Sandbox, softmax_backward) -> dict:
         else:
             test["output"] = (f"{report['mismatches']} of {claimed.size} elements are wrong;"
                               f" the first at index {report['first_mismatch']['index']}")
-        tests.append(test)
     score = sum(t["score"] for t in tests)
-    total = sum(t["max_score"] for t in tests)
-    return {"score": score, "max_score": total, "output": f"softmax backward: {score} / {total}",
-            "visibility": "visible", "tests": tests}
+    return result(tests, f"softmax backward: {score} / {TOTAL}")
+
+
+def write(path: Path, results: dict) -> None:
+    """results.json, whole or not at all: written beside, then renamed over."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    partial = path.with_name(path.name + ".part")
+    partial.write_text(json.dumps(results, indent=2))
+    partial.replace(path)
 
 
 def main(argv: list[str] | None = None) -> int:
+    """Grade; exit 0 when grading ran (whatever the score), 2 when the sandbox failed (the
+    results then say so, at 0 points). results.json is written in every case."""
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--url", default=None, help="the sandbox (default: $GLASSLLM_URL)")
     parser.add_argument("--submission", type=Path,
                         default=Path(__file__).with_name("student_softmax.py"))
     parser.add_argument("--results", type=Path, default=Path("results.json"))
     args = parser.parse_args(argv)
+    status = 0
     try:
         fn = load(args.submission)
-    except Exception:
-        result = {"score": 0.0, "output": "the submission could not be loaded:\n"
-                  + traceback.format_exc(limit=3), "tests": []}
+    except (Exception, SystemExit) as exc:
+        why = student_traceback(exc, args.submission)
+        results = result(ungraded("not run: the submission could not be loaded"),
+                         "the submission could not be loaded:\n" + why)
     else:
         try:
             with Sandbox(args.url) as sandbox:
-                result = grade(sandbox, fn)
+                results = grade(sandbox, fn, args.submission)
         except SandboxError as exc:                    # the grader's fault, not the student's
-            print(f"the sandbox refused a grading request: {exc}", file=sys.stderr)
-            return 2
-    args.results.parent.mkdir(parents=True, exist_ok=True)
-    args.results.write_text(json.dumps(result, indent=2))
-    print(result["output"].splitlines()[0])
-    return 0
+            print(f"autograde: grading stopped, the sandbox failed: {exc}", file=sys.stderr)
+            results = result(ungraded(INFRASTRUCTURE), INFRASTRUCTURE)
+            status = 2
+    write(args.results, results)
+    print(results["output"].splitlines()[0])
+    return status
 
 
 if __name__ == "__main__":

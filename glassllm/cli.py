@@ -5,9 +5,10 @@
                       [--top-k 20] [--seed 0] [--max-new-tokens 200]
 
 ``train`` writes the weights to ``--out`` (.npz, no pickle) and the config next to it
-(same name, .json). Both commands are deterministic for a given seed. In ``generate``,
-``--temperature 0`` is greedy (argmax) and omitting ``--top-k`` means no top-k; top-k
-must be ≥ 1 and a positive temperature at least 0.001.
+(``model.npz`` → ``model.json``; any other name whole plus ``.json``), each atomically (a
+failed save leaves the previous checkpoint as it was). Both commands are deterministic for
+a given seed. In ``generate``, ``--temperature 0`` is greedy (argmax) and omitting
+``--top-k`` means no top-k; top-k must be ≥ 1 and a positive temperature at least 0.001.
 
 Every option is checked before any work starts (the argparse ``type=`` functions below):
 a bad value exits with status 2 and ``argument --steps: must be a positive integer, got
@@ -40,7 +41,7 @@ from glassllm.layers import GlassConfig
 from glassllm.modules import GlassLM
 from glassllm.runtime import tune_malloc
 from glassllm.tokenizer import ByteTokenizer
-from glassllm.train import TrainingDiverged, default_corpus, train
+from glassllm.train import TrainingDiverged, default_corpus, read_corpus, train
 
 __all__ = ["main", "printable"]
 
@@ -148,7 +149,9 @@ def _build_parser() -> argparse.ArgumentParser:
         "text", nargs="?", metavar="TEXT_FILE", help="UTF-8 text file (default: the shipped corpus)"
     )
     t.add_argument(
-        "--out", default="glassllm.npz", help="checkpoint path (.npz); its config goes to .json"
+        "--out", default="glassllm.npz",
+        help="checkpoint path (.npz); its config goes beside it: NAME.npz → NAME.json,"
+             " another name + .json"
     )
     t.add_argument("--steps", type=_positive_int, default=300, help="≥ 1 (default %(default)s)")
     t.add_argument("--batch-size", type=_positive_int, default=8, help="≥ 1 (default %(default)s)")
@@ -232,7 +235,9 @@ def _progress(steps: int):
 
 
 def _read_text(name: str | None) -> str:
-    """The TEXT_FILE argument's contents (or the shipped corpus); _UsageError if unreadable."""
+    """The TEXT_FILE argument's corpus (or the shipped one), read as bytes by
+    `glassllm.train.read_corpus` (CRLF kept, a leading BOM dropped: what the service
+    trains on for the same file); _UsageError if unreadable or not UTF-8."""
     if name is None:
         return default_corpus()
     path = Path(name)
@@ -241,17 +246,20 @@ def _read_text(name: str | None) -> str:
     if not path.is_file():
         raise _UsageError(f"argument TEXT_FILE: {name} is not a file")
     try:
-        return path.read_text(encoding="utf-8")
-    except UnicodeDecodeError as exc:
-        raise _UsageError(f"argument TEXT_FILE: {name} is not UTF-8 text ({exc.reason})") from None
+        return read_corpus(path)
+    except ValueError as exc:
+        raise _UsageError(f"argument TEXT_FILE: {name} {exc}") from None
+    except OSError as exc:
+        raise _UsageError(f"argument TEXT_FILE: {name} cannot be read ({exc.strerror})") from None
 
 
 def _check_out(name: str) -> Path:
     """``--out`` must be writable-looking before hours of training, not after."""
     out = Path(name)
-    if out.with_suffix(".json") == out:
+    if out.suffix == ".json":
         raise _UsageError(
-            f"argument --out: {name} would be overwritten by its own config (.json); use .npz"
+            f"argument --out: {name} names a .json file; a checkpoint is an .npz archive"
+            " (its config goes beside it)"
         )
     if out.is_dir():
         raise _UsageError(f"argument --out: {name} is a directory")
@@ -310,7 +318,7 @@ def _train(args: argparse.Namespace) -> int:
         f"trained {args.steps} steps ({model.num_parameters():,} parameters) on "
         f"{len(data):,} bytes in {result.seconds:.1f}s: "
         f"loss {result.losses[0]:.3f} → {result.losses[-1]:.3f}; "
-        f"saved {out} and {out.with_suffix('.json')}"
+        f"saved {out} and {GlassLM.config_path(out)}"
     )
     return 0
 
@@ -318,7 +326,7 @@ def _train(args: argparse.Namespace) -> int:
 def _load_checkpoint(name: str) -> GlassLM:
     """``--checkpoint``: the .npz and its .json config, each problem named (_UsageError)."""
     path = Path(name)
-    config_path = path.with_suffix(".json")
+    config_path = GlassLM.config_path(path)
     where = f"argument --checkpoint: checkpoint {name}"
     if not path.exists():
         raise _UsageError(f"{where} not found")
@@ -329,7 +337,7 @@ def _load_checkpoint(name: str) -> GlassLM:
             f"{where}: its config {config_path} is missing (`glassllm train` writes both)"
         )
     try:
-        raw = json.loads(config_path.read_text(encoding="utf-8"))
+        raw = json.loads(config_path.read_bytes())  # bytes: UTF-8, a BOM ignored
         if not isinstance(raw, dict):
             raise ValueError(f"expected a JSON object, got {type(raw).__name__}")
         unknown = sorted(raw.keys() - {f.name for f in fields(GlassConfig)})

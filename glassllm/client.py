@@ -13,10 +13,14 @@ What it does for you:
   with the non-finite tokens ``"NaN"``, ``"Infinity"``, ``"-Infinity"``; every answer is
   decoded to float64 arrays. NaN, ±Infinity, -0.0, subnormals and the largest finite float
   come back bit for bit (SPEC H3).
-- **Typed errors.** Every error body (H4) becomes a `SandboxError` subclass chosen by its
-  status (`InvalidInputError` for 422, `TooLargeError` for 413, ...) with ``status``,
-  ``code``, ``input``, ``op`` and ``message``; a status without its own class falls back to
-  its family (`ClientError` for 4xx, `ServerError` for 5xx).
+- **Typed errors.** Every failure is a `SandboxError` naming the URL it tried (``url``).
+  An error body (H4) becomes a subclass chosen by its status (`InvalidInputError` for 422,
+  `TooLargeError` for 413, ...) with ``status``, ``code``, ``input``, ``op`` and
+  ``message``; a status without its own class falls back to its family (`ClientError` for
+  4xx, `ServerError` for 5xx). No answer at all is a `NoAnswerError` (`UnreachableError`:
+  nothing listens there, with how to start a sandbox; `TimedOutError`); an answer that is
+  not the sandbox's (a proxy's HTML page with 200) a `BadAnswerError`; a URL that is not
+  http(s) an `InvalidURLError`, raised by the constructor.
 - **Retries on 503 only.** The sandbox answers 503 when its compute slots are busy (H5),
   with a ``Retry-After`` in seconds or as an HTTP date. The client waits that long plus a
   little random jitter, at most `retries` times and `retry_time` seconds in all. Every
@@ -69,23 +73,32 @@ except ImportError:     # pragma: no cover - the client extra alone
     def _loads(data: bytes) -> Any:
         return json.loads(data)
 
-__all__ = [
+__all__ = [  # constants, classes, functions (ruff RUF022); each name defined here (a test)
     "BASE64_MIN_ELEMENTS",
+    "DEFAULT_URL",
     "AsyncSandbox",
+    "BadAnswerError",
     "BadRequestError",
     "BusyError",
     "ClientError",
     "InvalidInputError",
+    "InvalidURLError",
+    "NoAnswerError",
     "NotFoundError",
     "Result",
     "Sandbox",
     "SandboxError",
     "ServerError",
+    "TimedOutError",
     "TooLargeError",
+    "UnreachableError",
     "UnsupportedMediaTypeError",
+    "from_wire",
+    "to_wire",
 ]
 
 DEFAULT_URL = "http://127.0.0.1:8000"
+"""The sandbox when neither a URL nor ``GLASSLLM_URL`` is given: where ``make run`` serves."""
 BASE64_MIN_ELEMENTS = 64
 """Arrays with at least this many elements travel as base64: below it the JSON text is as
 short and needs no decoding step on either side."""
@@ -96,18 +109,23 @@ short and needs no decoding step on either side."""
 # --------------------------------------------------------------------------------------
 
 class SandboxError(Exception):
-    """An error answer of the sandbox (H4): ``{"error": {status, code, message, op, input}}``.
+    """Any failure of a sandbox call; most often an error answer of the sandbox (H4):
+    ``{"error": {status, code, message, op, input}}``.
 
-    Attributes: ``status`` (HTTP status), ``code`` (e.g. ``"invalid_input"``), ``input``
-    (the input or field it names, or None), ``op`` (the op, or None), ``message``, and
-    ``body`` (the whole error object, with extra keys such as ``position``).
+    Attributes: ``status`` (HTTP status; None when no answer came), ``code`` (e.g.
+    ``"invalid_input"``, ``"unreachable"``), ``input`` (the input or field it names, or
+    None), ``op`` (the op, or None), ``message``, ``body`` (the whole error object, with
+    extra keys such as ``position``) and ``url`` (what was asked: ``"POST http://…"``).
+    str() is ``"<status> <code>: <message> (<url>)"``.
     """
 
-    def __init__(self, status: int, code: str, message: str, *, input: str | None = None,
-                 op: str | None = None, body: dict | None = None):
-        super().__init__(f"{status} {code}: {message}")
+    def __init__(self, status: int | None, code: str, message: str, *,
+                 input: str | None = None, op: str | None = None, body: dict | None = None,
+                 url: str | None = None):
+        head = f"{code}: {message}" if status is None else f"{status} {code}: {message}"
+        super().__init__(head if url is None else f"{head} ({url})")
         self.status, self.code, self.message = status, code, message
-        self.input, self.op, self.body = input, op, body or {}
+        self.input, self.op, self.body, self.url = input, op, body or {}, url
 
 
 class ClientError(SandboxError):
@@ -142,13 +160,41 @@ class BusyError(ServerError):
     """503: every compute slot was busy, still after the client's retries."""
 
 
+class BadAnswerError(SandboxError):
+    """An answer that is not the sandbox's: not JSON (a proxy's HTML page with 200), or
+    JSON without what the endpoint answers. ``status`` is the answer's."""
+
+
+class NoAnswerError(SandboxError):
+    """No HTTP answer came (``status`` None): the connection failed or broke."""
+
+
+class UnreachableError(NoAnswerError):
+    """Nothing answers at the URL (connection refused, unknown host, no route); the
+    message says how to start a sandbox."""
+
+
+class TimedOutError(NoAnswerError):
+    """No answer within the client's ``timeout`` seconds (connecting, sending or reading)."""
+
+
+class InvalidURLError(SandboxError, ValueError):
+    """The URL given is not an ``http://`` or ``https://`` URL with a host (raised by the
+    constructor, before anything is sent; also a ValueError)."""
+
+
 _BY_STATUS: dict[int, type[SandboxError]] = {
     400: BadRequestError, 404: NotFoundError, 413: TooLargeError,
     415: UnsupportedMediaTypeError, 422: InvalidInputError, 503: BusyError,
 }
 
 
-def error_from(response: httpx.Response) -> SandboxError:
+def _asked(response: httpx.Response) -> str:
+    """``"POST http://host/api/v1/ops/mul"``: the request an answer answers."""
+    return f"{response.request.method} {response.request.url}"
+
+
+def _error_from(response: httpx.Response) -> SandboxError:
     """The typed exception of an error answer; a body that is not the sandbox's (a proxy's
     HTML page) still gives the status and the start of the text."""
     status = response.status_code
@@ -156,9 +202,26 @@ def error_from(response: httpx.Response) -> SandboxError:
         err = response.json()["error"]
         code, message = str(err.get("code", "http_error")), str(err.get("message", ""))
     except (ValueError, KeyError, TypeError, AttributeError):
-        err, code, message = {}, "http_error", response.text[:200]
+        err, code = {}, "http_error"
+        message = ("the answer is not the sandbox's (a proxy in front of it?): "
+                   + (response.text[:200] or "(empty)"))
     cls = _BY_STATUS.get(status) or (ClientError if status < 500 else ServerError)
-    return cls(status, code, message, input=err.get("input"), op=err.get("op"), body=err)
+    return cls(status, code, message, input=err.get("input"), op=err.get("op"), body=err,
+               url=_asked(response))
+
+
+def _no_answer(exc: httpx.HTTPError, asked: str, hint: str) -> NoAnswerError:
+    """The `NoAnswerError` of a transport failure of ``asked`` (``"POST http://…"``)."""
+    if isinstance(exc, httpx.TimeoutException):
+        return TimedOutError(None, "timeout", f"no answer in time ({type(exc).__name__})",
+                             url=asked)
+    if isinstance(exc, httpx.ConnectError):
+        return UnreachableError(None, "unreachable",
+                                f"nothing answers there ({exc or 'connection failed'}); {hint}",
+                                url=asked)
+    return NoAnswerError(None, "no_answer",
+                         f"the connection failed before an answer came ({type(exc).__name__}:"
+                         f" {exc})", url=asked)
 
 
 # --------------------------------------------------------------------------------------
@@ -246,7 +309,7 @@ def _encoding(body: dict, encoding: str | None) -> dict:
     return body
 
 
-def op_body(inputs: Mapping[str, Any], requires_grad: Sequence[str] | None = None,
+def _op_body(inputs: Mapping[str, Any], requires_grad: Sequence[str] | None = None,
             grad_output: Any = None, base64_min: int = BASE64_MIN_ELEMENTS) -> dict:
     body: dict = {"inputs": to_wire(dict(inputs), base64_min)}
     if requires_grad is not None:
@@ -256,7 +319,7 @@ def op_body(inputs: Mapping[str, Any], requires_grad: Sequence[str] | None = Non
     return body
 
 
-def eval_body(expression: str, variables: Mapping[str, Any] | None = None,
+def _eval_body(expression: str, variables: Mapping[str, Any] | None = None,
               grad_output: Any = None, check: bool = False,
               base64_min: int = BASE64_MIN_ELEMENTS) -> dict:
     body: dict = {"expression": expression}
@@ -269,7 +332,7 @@ def eval_body(expression: str, variables: Mapping[str, Any] | None = None,
     return body
 
 
-def check_body(*, op: str | None, inputs: Mapping[str, Any] | None, expression: str | None,
+def _check_body(*, op: str | None, inputs: Mapping[str, Any] | None, expression: str | None,
                variables: Mapping[str, Any] | None, requires_grad: Sequence[str] | None,
                grad_output: Any, value: Any, grads: Mapping[str, Any] | None,
                rtol: float | None, atol: float | None, reveal: bool,
@@ -277,9 +340,9 @@ def check_body(*, op: str | None, inputs: Mapping[str, Any] | None, expression: 
     if (op is None) == (expression is None):
         raise ValueError("check needs exactly one of op= (with inputs=) or expression=")
     if op is not None:
-        body = {"op": op, **op_body(inputs or {}, requires_grad, grad_output, base64_min)}
+        body = {"op": op, **_op_body(inputs or {}, requires_grad, grad_output, base64_min)}
     else:
-        body = eval_body(expression, variables, grad_output, base64_min=base64_min)
+        body = _eval_body(expression, variables, grad_output, base64_min=base64_min)
     claimed: dict = {}
     if value is not None:
         claimed["value"] = to_wire(value, base64_min)
@@ -309,7 +372,7 @@ def _op_path(name: str) -> str:
     return f"/api/v1/ops/{segment}"
 
 
-def retry_delay(response: httpx.Response, attempt: int) -> float:
+def _retry_delay(response: httpx.Response, attempt: int) -> float:
     """Seconds to wait before retrying a 503: its ``Retry-After`` (delta-seconds or an HTTP
     date, RFC 9110 §10.2.3), else 0.5 · 2**attempt, plus up to 10 % random jitter so many
     clients refused together do not come back together."""
@@ -328,11 +391,36 @@ def retry_delay(response: httpx.Response, attempt: int) -> float:
     return delay + random.uniform(0.0, 0.1 * delay + 0.05)
 
 
+def _checked_url(url: str) -> str:
+    """``url`` without a trailing slash; InvalidURLError unless it is http(s) with a host."""
+    try:
+        parsed = httpx.URL(url)
+    except (httpx.InvalidURL, TypeError) as exc:
+        raise InvalidURLError(None, "invalid_url", f"{str(url)[:200]!r} is not a URL ({exc})",
+                              url=str(url)[:200]) from None
+    if parsed.scheme not in ("http", "https") or not parsed.host:
+        raise InvalidURLError(None, "invalid_url",
+                              f"{url[:200]!r} is not an http:// or https:// URL with a host,"
+                              " e.g. http://127.0.0.1:8000", url=url[:200])
+    return url.rstrip("/")
+
+
 class _Base:
     def __init__(self, url: str | None, token: str | None, timeout: float, retries: int,
                  retry_time: float, base64_min: int):
-        url = url or os.environ.get("GLASSLLM_URL") or DEFAULT_URL
-        self.url = url.rstrip("/")
+        if url:
+            hint = "is a sandbox running there, and is the URL right?"
+        elif os.environ.get("GLASSLLM_URL"):
+            url = os.environ["GLASSLLM_URL"]
+            hint = "is a sandbox running there? (the URL is $GLASSLLM_URL's)"
+        else:
+            url = DEFAULT_URL
+            hint = ("no URL was given and GLASSLLM_URL is not set, so this is the default."
+                    " Start a sandbox here with `make run` in a glassllm checkout, or"
+                    " `pip install 'glassllm[service]'` and `glassllm-sandbox`; or pass the URL"
+                    " of a running one: Sandbox('http://host:port'), or set GLASSLLM_URL")
+        self.url = _checked_url(url)
+        self._hint = hint
         self.retries, self.retry_time, self.base64_min = retries, retry_time, base64_min
         self.headers = {"Content-Type": "application/json", "Accept": "application/json"}
         if token:
@@ -346,27 +434,45 @@ class _Base:
     def _should_retry(self, response: httpx.Response, attempt: int, start: float) -> float | None:
         if response.status_code != 503 or attempt >= self.retries:
             return None
-        delay = retry_delay(response, attempt)
+        delay = _retry_delay(response, attempt)
         if time.monotonic() - start + delay > self.retry_time:
             return None
         return delay
 
-    @staticmethod
-    def _answer(response: httpx.Response) -> Any:
-        if response.status_code >= 400:
-            raise error_from(response)
-        return _loads(response.content)
+    def _no_answer(self, exc: httpx.HTTPError, method: str, path: str) -> NoAnswerError:
+        return _no_answer(exc, f"{method} {self.url}{path}", self._hint)
 
     @staticmethod
-    def _batch_results(answer: dict) -> list[Result | SandboxError]:
+    def _answer(response: httpx.Response, decode: Any) -> Any:
+        """The decoded answer; an error answer raised as its `SandboxError`, an answer that
+        is not the sandbox's as `BadAnswerError`."""
+        if response.status_code >= 400:
+            raise _error_from(response)
+        try:
+            answer = _loads(response.content)
+        except ValueError:
+            raise BadAnswerError(response.status_code, "bad_answer",
+                                 "the answer is not JSON (a proxy in front of the sandbox?): "
+                                 + (response.text[:200] or "(empty)"),
+                                 url=_asked(response)) from None
+        try:
+            return answer if decode is None else decode(answer)
+        except (KeyError, TypeError, ValueError, AttributeError, IndexError) as exc:
+            raise BadAnswerError(response.status_code, "bad_answer",
+                                 f"the answer is not what this endpoint answers"
+                                 f" ({type(exc).__name__}: {str(exc)[:120]})",
+                                 url=_asked(response)) from exc
+
+    def _batch_results(self, answer: dict) -> list[Result | SandboxError]:
         out: list[Result | SandboxError] = []
-        for item in answer["results"]:
+        for i, item in enumerate(answer["results"]):
             if "error" in item:
                 err = item["error"]
                 status = int(err.get("status", 0))
                 cls = _BY_STATUS.get(status) or (ClientError if status < 500 else ServerError)
                 out.append(cls(status, err.get("code", ""), err.get("message", ""),
-                               input=err.get("input"), op=err.get("op"), body=err))
+                               input=err.get("input"), op=err.get("op"), body=err,
+                               url=f"POST {self.url}/api/v1/batch, cases[{i}]"))
             else:
                 out.append(Result.from_answer(item))
         return out
@@ -413,14 +519,19 @@ class Sandbox(_Base):
     def close(self) -> None:
         self._http.close()
 
-    def _send(self, method: str, path: str, body: Any = None) -> Any:
+    def _send(self, method: str, path: str, body: Any = None, decode: Any = None) -> Any:
+        """The answer to ``method path``, decoded by ``decode``; every failure a
+        `SandboxError` naming the URL."""
         content = None if body is None else self._content(body)
         start, attempt = time.monotonic(), 0
         while True:
-            response = self._http.request(method, path, content=content)
+            try:
+                response = self._http.request(method, path, content=content)
+            except httpx.HTTPError as exc:
+                raise self._no_answer(exc, method, path) from exc
             delay = self._should_retry(response, attempt, start)
             if delay is None:
-                return self._answer(response)
+                return self._answer(response, decode)
             time.sleep(delay)
             attempt += 1
 
@@ -434,25 +545,25 @@ class Sandbox(_Base):
         `encoding`: the answer's arrays, ``"json"`` or ``"base64"``; default: base64 when
         the request sent a binary array. Either way the result is exact.
         """
-        body = _encoding(op_body(inputs, requires_grad, grad_output, self.base64_min), encoding)
-        return Result.from_answer(self._send("POST", _op_path(name), body))
+        body = _encoding(_op_body(inputs, requires_grad, grad_output, self.base64_min), encoding)
+        return self._send("POST", _op_path(name), body, Result.from_answer)
 
     def eval(self, expression: str, variables: Mapping[str, Any] | None = None,
              grad_output: Any = None, check: bool = False, *,
              encoding: str | None = None) -> Result:
         """Evaluate an expression of registry ops (``POST /api/v1/eval``): ``value``,
         ``grads`` per variable, and in ``raw`` every node's value and adjoint."""
-        body = _encoding(eval_body(expression, variables, grad_output, check, self.base64_min),
+        body = _encoding(_eval_body(expression, variables, grad_output, check, self.base64_min),
                          encoding)
-        return Result.from_answer(self._send("POST", "/api/v1/eval", body))
+        return self._send("POST", "/api/v1/eval", body, Result.from_answer)
 
     def ops(self) -> list[dict]:
         """Every op of the registry with its inputs and examples (``GET /api/v1/ops``)."""
-        return self._send("GET", "/api/v1/ops")["ops"]
+        return self._send("GET", "/api/v1/ops", decode=lambda a: a["ops"])
 
     def examples(self) -> list[dict]:
         """SPEC Part L's examples as ready expression requests (``GET /api/v1/examples``)."""
-        return self._send("GET", "/api/v1/examples")["examples"]
+        return self._send("GET", "/api/v1/examples", decode=lambda a: a["examples"])
 
     def check(self, op: str | None = None, inputs: Mapping[str, Any] | None = None, *,
               expression: str | None = None, variables: Mapping[str, Any] | None = None,
@@ -467,11 +578,11 @@ class Sandbox(_Base):
         array, True where wrong), ``first_mismatch`` and, unless ``reveal=False``,
         ``max_abs_err``, ``max_rel_err`` and the expected number at the first mismatch.
         """
-        body = check_body(op=op, inputs=inputs, expression=expression, variables=variables,
+        body = _check_body(op=op, inputs=inputs, expression=expression, variables=variables,
                           requires_grad=requires_grad, grad_output=grad_output, value=value,
                           grads=grads, rtol=rtol, atol=atol, reveal=reveal,
                           base64_min=self.base64_min)
-        return self._check_report(self._send("POST", "/api/v1/check", body))
+        return self._send("POST", "/api/v1/check", body, self._check_report)
 
     def batch(self, cases: Sequence[Mapping[str, Any]], *,
               encoding: str | None = None) -> list[Result | SandboxError]:
@@ -483,7 +594,7 @@ class Sandbox(_Base):
         refusal of the whole batch (413 over its work bound) is raised.
         """
         body = _encoding({"cases": [_case(c, self.base64_min) for c in cases]}, encoding)
-        return self._batch_results(self._send("POST", "/api/v1/batch", body))
+        return self._send("POST", "/api/v1/batch", body, self._batch_results)
 
 
 class AsyncSandbox(_Base):
@@ -506,14 +617,18 @@ class AsyncSandbox(_Base):
     async def close(self) -> None:
         await self._http.aclose()
 
-    async def _send(self, method: str, path: str, body: Any = None) -> Any:
+    async def _send(self, method: str, path: str, body: Any = None, decode: Any = None) -> Any:
+        """See `Sandbox._send`."""
         content = None if body is None else self._content(body)
         start, attempt = time.monotonic(), 0
         while True:
-            response = await self._http.request(method, path, content=content)
+            try:
+                response = await self._http.request(method, path, content=content)
+            except httpx.HTTPError as exc:
+                raise self._no_answer(exc, method, path) from exc
             delay = self._should_retry(response, attempt, start)
             if delay is None:
-                return self._answer(response)
+                return self._answer(response, decode)
             await asyncio.sleep(delay)
             attempt += 1
 
@@ -521,24 +636,24 @@ class AsyncSandbox(_Base):
                  requires_grad: Sequence[str] | None = None, grad_output: Any = None, *,
                  encoding: str | None = None) -> Result:
         """See `Sandbox.op`."""
-        body = _encoding(op_body(inputs, requires_grad, grad_output, self.base64_min), encoding)
-        return Result.from_answer(await self._send("POST", _op_path(name), body))
+        body = _encoding(_op_body(inputs, requires_grad, grad_output, self.base64_min), encoding)
+        return await self._send("POST", _op_path(name), body, Result.from_answer)
 
     async def eval(self, expression: str, variables: Mapping[str, Any] | None = None,
                    grad_output: Any = None, check: bool = False, *,
                    encoding: str | None = None) -> Result:
         """See `Sandbox.eval`."""
-        body = _encoding(eval_body(expression, variables, grad_output, check, self.base64_min),
+        body = _encoding(_eval_body(expression, variables, grad_output, check, self.base64_min),
                          encoding)
-        return Result.from_answer(await self._send("POST", "/api/v1/eval", body))
+        return await self._send("POST", "/api/v1/eval", body, Result.from_answer)
 
     async def ops(self) -> list[dict]:
         """See `Sandbox.ops`."""
-        return (await self._send("GET", "/api/v1/ops"))["ops"]
+        return await self._send("GET", "/api/v1/ops", decode=lambda a: a["ops"])
 
     async def examples(self) -> list[dict]:
         """See `Sandbox.examples`."""
-        return (await self._send("GET", "/api/v1/examples"))["examples"]
+        return await self._send("GET", "/api/v1/examples", decode=lambda a: a["examples"])
 
     async def check(self, op: str | None = None, inputs: Mapping[str, Any] | None = None, *,
                     expression: str | None = None, variables: Mapping[str, Any] | None = None,
@@ -547,14 +662,14 @@ class AsyncSandbox(_Base):
                     rtol: float | None = None, atol: float | None = None,
                     reveal: bool = True) -> dict:
         """See `Sandbox.check`."""
-        body = check_body(op=op, inputs=inputs, expression=expression, variables=variables,
+        body = _check_body(op=op, inputs=inputs, expression=expression, variables=variables,
                           requires_grad=requires_grad, grad_output=grad_output, value=value,
                           grads=grads, rtol=rtol, atol=atol, reveal=reveal,
                           base64_min=self.base64_min)
-        return self._check_report(await self._send("POST", "/api/v1/check", body))
+        return await self._send("POST", "/api/v1/check", body, self._check_report)
 
     async def batch(self, cases: Sequence[Mapping[str, Any]], *,
                     encoding: str | None = None) -> list[Result | SandboxError]:
         """See `Sandbox.batch`."""
         body = _encoding({"cases": [_case(c, self.base64_min) for c in cases]}, encoding)
-        return self._batch_results(await self._send("POST", "/api/v1/batch", body))
+        return await self._send("POST", "/api/v1/batch", body, self._batch_results)

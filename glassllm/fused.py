@@ -264,16 +264,18 @@ def attention(
 
     One node instead of fourteen (three projections, their reshapes and transposes, two
     ropes, causal_attention, the merge and the output projection): the forward does the
-    same operations in the same order (the same bits); the backward writes each head's
-    gradient where the one product for x and the weights reads it.
+    same operations in the same order, though on other shapes (x as one (B·n, d) product,
+    a group's query heads stacked), so BLAS may sum in another order: the same numbers up
+    to rounding; the backward writes each head's gradient where the one product for x and
+    the weights reads it.
 
     Example:
         >>> rng = np.random.default_rng(0)
         >>> x = Tensor(rng.normal(size=(1, 3, 8)))
         >>> w = [Tensor(rng.normal(size=s)) for s in [(8, 8), (8, 4), (8, 4), (8, 8)]]
         >>> cos, sin = np.cos(np.ones((3, 2))), np.sin(np.ones((3, 2)))
-        >>> bool(np.array_equal(attention(x, *w, 2, 1, cos, sin).data,
-        ...                     attention_composed(x, *w, 2, 1, cos, sin).data))
+        >>> ref = attention_composed(x, *w, 2, 1, cos, sin).data
+        >>> bool(np.allclose(attention(x, *w, 2, 1, cos, sin).data, ref, rtol=1e-12, atol=1e-12))
         True
 
     SPEC L6, L7. Vaswani et al. 2017; Su et al. 2021 (RoPE); Ainslie et al. 2023 (GQA).

@@ -131,7 +131,9 @@ class GlassConfig:
         return json.dumps(asdict(self), indent=2)
 
     @classmethod
-    def from_json(cls, text: str) -> GlassConfig:
+    def from_json(cls, text: str | bytes) -> GlassConfig:
+        """The config of ``to_json``'s text, or of a file's bytes (JSON's UTF-8, UTF-16 or
+        UTF-32, a BOM allowed: ``json.loads``)."""
         return cls(**json.loads(text))
 
 

@@ -12,7 +12,10 @@ importable from ``glassllm.layers``.
 
 from __future__ import annotations
 
+import contextlib
 import math
+import os
+import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -33,6 +36,43 @@ from glassllm.layers import (
 
 __all__ = ["Attention", "Block", "Embedding", "GlassLM", "Linear", "Module", "RMSNorm",
            "SwiGLU"]
+
+
+def _umask() -> int:
+    """The process's umask, read without changing it where Linux tells it."""
+    with contextlib.suppress(OSError, ValueError, StopIteration), \
+            open("/proc/self/status") as f:
+        return int(next(line for line in f if line.startswith("Umask:")).split()[1], 8)
+    mask = os.umask(0o022)  # elsewhere: set and restore
+    os.umask(mask)
+    return mask
+
+
+@contextlib.contextmanager
+def _replacing(path: Path) -> Iterator:
+    """A binary file to write ``path``'s new contents into, created beside it. When the
+    block ends, the file is flushed, fsynced and renamed over ``path`` (``os.replace``:
+    atomic), then the folder is fsynced; if anything fails first (a full disk, a file-size
+    limit, an exception), the new file is removed and ``path`` keeps what it held."""
+    fd, partial = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".part",
+                                   dir=path.parent)
+    try:
+        with os.fdopen(fd, "wb") as f:
+            yield f
+            f.flush()
+            os.fsync(f.fileno())
+        os.chmod(partial, 0o666 & ~_umask())  # what open() would give it
+        os.replace(partial, path)
+    except BaseException:
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(partial)
+        raise
+    with contextlib.suppress(OSError):  # the rename itself, on disk (not on every system)
+        folder = os.open(path.parent, os.O_RDONLY)
+        try:
+            os.fsync(folder)
+        finally:
+            os.close(folder)
 
 
 class Module:
@@ -103,8 +143,10 @@ class Module:
             p.data = values[name]  # copied (as float64) by the setter
 
     def save(self, path: str | Path) -> None:
-        """Write the state dict to an ``.npz`` file (plain arrays, no pickle)."""
-        with open(path, "wb") as f:
+        """Write the state dict to an ``.npz`` file (plain arrays, no pickle), at exactly
+        ``path``, atomically: written beside it, flushed and renamed over it, so a save
+        that fails (a full disk, a file-size limit) leaves the previous file as it was."""
+        with _replacing(Path(path)) as f:
             np.savez(f, **self.state_dict())
 
     def load(self, path: str | Path) -> None:
@@ -266,7 +308,13 @@ class GlassLM(Module):
         rng: np.random.Generator | None = None,
         kv_cache: bool = True,
     ) -> np.ndarray:
-        """Sample ``max_new_tokens`` after ``ids`` (1-D). temperature 0 means greedy.
+        """Sample ``max_new_tokens`` after a prompt. temperature 0 means greedy.
+
+        Shapes: ids (n,) → (n + max_new_tokens,); a batch of prompts ids (B, n) →
+        (B, n + max_new_tokens), as PyTorch's and Hugging Face's ``generate`` take one:
+        each row is continued on its own, the rows one after another with the same
+        generator (a greedy row is exactly ``generate(ids[b])``; a sampled one draws after
+        the rows before it). Ids of any integer dtype; the answer is int64.
 
         The context is cropped to the last ``max_seq_len`` tokens. With ``kv_cache`` (the
         default) each new token runs only its own position through the model, reading the
@@ -274,16 +322,32 @@ class GlassLM(Module):
         every step reruns the forward pass over the whole context (clear, not fast). Both
         give the same tokens (tests/test_training.py).
 
-        Raises: TypeError/ValueError naming the first id that is not an integer in
-        [0, V); ``max_new_tokens`` not an int ≥ 0; ``temperature`` not a finite number
-        ≥ 0; ``top_k`` neither None nor an int ≥ 1 (k ≥ V keeps every token).
+        Raises: ValueError for ids of any other shape (a single id is ``[id]``); TypeError/
+        ValueError naming the first id that is not an integer in [0, V);
+        ``max_new_tokens`` not an int ≥ 0; ``temperature`` not a finite number ≥ 0;
+        ``top_k`` neither None nor an int ≥ 1 (k ≥ V keeps every token).
         """
         max_new_tokens = check_int("max_new_tokens", max_new_tokens, minimum=0)
         temperature = check_real("temperature", temperature, 0.0)
         if top_k is not None:
             top_k = check_int("top_k", top_k, minimum=1)
         rng = rng if rng is not None else np.random.default_rng(0)
-        out = id_array(ids, "ids", self.config.vocab).reshape(-1).tolist()
+        ids = id_array(ids, "ids", self.config.vocab)
+        if ids.ndim == 2:  # (B, n): row by row, never one flat sequence
+            rows = [self._generate_row(row, max_new_tokens, temperature, top_k, rng, kv_cache)
+                    for row in ids]
+            return np.array(rows, dtype=np.int64).reshape(  # (B, n + k)
+                len(ids), ids.shape[1] + max_new_tokens)
+        if ids.ndim != 1:
+            raise ValueError(f"ids must be one prompt (n,) or a batch of prompts (B, n), "
+                             f"got shape {ids.shape}")
+        return self._generate_row(ids, max_new_tokens, temperature, top_k, rng, kv_cache)
+
+    def _generate_row(self, ids: np.ndarray, max_new_tokens: int, temperature: float,
+                      top_k: int | None, rng: np.random.Generator,
+                      kv_cache: bool) -> np.ndarray:
+        """`generate` of one prompt (n,), its arguments checked: (n + max_new_tokens,)."""
+        out = ids.tolist()
         if kv_cache:
             from glassllm.kvcache import next_logits_cached
 
@@ -306,16 +370,31 @@ class GlassLM(Module):
                 out.append(int(rng.choice(logits.size, p=probs)))
         return np.array(out, dtype=np.int64)
 
-    def save_checkpoint(self, path: str | Path) -> None:
-        """Write weights to ``path`` (.npz) and the config beside it (same name, .json)."""
+    @staticmethod
+    def config_path(path: str | Path) -> Path:
+        """Where the config of the checkpoint at ``path`` goes: ``model.npz`` → ``model.json``,
+        any other name whole plus ``.json`` (``runs/lr0.003`` → ``runs/lr0.003.json``, not
+        ``runs/lr0.json``, which ``runs/lr0.01``'s would overwrite)."""
         path = Path(path)
-        self.save(path)
-        path.with_suffix(".json").write_text(self.config.to_json())
+        return path.with_suffix(".json") if path.suffix == ".npz" else \
+            path.with_name(path.name + ".json")
+
+    def save_checkpoint(self, path: str | Path) -> None:
+        """Write weights to ``path`` (.npz) and the config beside it (`config_path`).
+
+        Both files are written in full (beside their targets, flushed) before either
+        replaces its target, so a save that fails halfway (a full disk, a file-size limit)
+        leaves the previous checkpoint loadable, as it was."""
+        path = Path(path)
+        with _replacing(self.config_path(path)) as config, _replacing(path) as weights:
+            np.savez(weights, **self.state_dict())
+            config.write(self.config.to_json().encode("utf-8"))
 
     @classmethod
     def from_checkpoint(cls, path: str | Path) -> GlassLM:
-        """Rebuild a model from ``save_checkpoint``'s .npz and .json pair."""
+        """Rebuild a model from ``save_checkpoint``'s pair: the .npz at ``path`` and the
+        config at `config_path` (read as bytes: UTF-8, a BOM ignored)."""
         path = Path(path)
-        model = cls(GlassConfig.from_json(path.with_suffix(".json").read_text()))
+        model = cls(GlassConfig.from_json(cls.config_path(path).read_bytes()))
         model.load(path)
         return model

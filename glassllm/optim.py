@@ -228,7 +228,9 @@ class SGD(_Optimizer):
                     buf *= self.momentum
                     buf += (1.0 - self.dampening) * g
                 g = g + self.momentum * buf if self.nesterov else buf
-            p._take_data(p.data - self.lr * g)  # a new array: data is read-only
+            # a new array (data is read-only); np.asarray keeps a 0-d parameter an array
+            # (NumPy answers p − lr·g on 0-d arrays with a scalar)
+            p._take_data(np.asarray(p.data - self.lr * g, dtype=np.float64))
 
 
 # The folded update divides by step_size: safe while sqrt(v) / step_size stays finite
@@ -298,9 +300,12 @@ class AdamW(_Optimizer):
                 state = self.state[i] = {"step": 0, "exp_avg": zeros, "exp_avg_sq": zeros.copy()}
             state["step"] += 1
             t, m, v = state["step"], state["exp_avg"], state["exp_avg_sq"]
-            decayed = p.data * (1.0 - self.lr * self.weight_decay)  # decoupled weight decay
+            # Every array is made with the parameter's shape and written with out=: on 0-d
+            # arrays NumPy's operators answer scalars, which have no buffer to write into.
+            decayed = np.multiply(p.data, 1.0 - self.lr * self.weight_decay,
+                                  out=np.empty(p.data.shape))  # decoupled weight decay
             # the formulas above, in place on one scratch array
-            scratch = np.multiply(g, 1.0 - self.beta1)  # (1 − β1)·g
+            scratch = np.multiply(g, 1.0 - self.beta1, out=np.empty(p.data.shape))  # (1 − β1)·g
             m *= self.beta1
             m += scratch
             np.multiply(g, 1.0 - self.beta2, out=scratch)
@@ -314,7 +319,7 @@ class AdamW(_Optimizer):
                 # step_size · m / denom as m / (denom / step_size): one pass fewer
                 denom *= 1.0 / (root_bc2 * step_size)  # a product
                 denom += self.eps / step_size
-                decayed -= np.divide(m, denom, out=denom)
+                np.subtract(decayed, np.divide(m, denom, out=denom), out=decayed)
             elif step_size > 0:  # (lr = 0: no step)
                 # a tiny step size: 1 / step_size could overflow to inf (and 0 · inf = NaN
                 # where v = 0), so PyTorch's order: sqrt(v) / √(1 − β2ᵗ) + eps, then m / it
@@ -322,7 +327,7 @@ class AdamW(_Optimizer):
                 denom += self.eps
                 np.divide(m, denom, out=denom)
                 denom *= step_size
-                decayed -= denom
+                np.subtract(decayed, denom, out=decayed)
             p._take_data(decayed)  # a new array only p holds: no copy (data is read-only)
 
 
@@ -365,5 +370,5 @@ def clip_grad_norm(
         with np.errstate(invalid="ignore"):  # inf · 0 = nan, as in PyTorch
             for p in params:
                 if p.grad is not None:
-                    p.grad = p.grad * coef
+                    p.grad = p.grad * coef  # the setter makes it an array, 0-d included
     return norm

@@ -34,12 +34,32 @@ class ByteTokenizer:
         return np.frombuffer(text.encode("utf-8"), dtype=np.uint8).astype(np.int64)
 
     def decode(self, ids, errors: str = "replace") -> str:
-        """ids (any shape, any integer dtype) → str. Sampled byte sequences may be invalid
-        UTF-8: by default such bytes become U+FFFD; pass ``errors="strict"`` to raise.
+        """ids (n,) (or one id), any integer dtype → str. Sampled byte sequences may be
+        invalid UTF-8: by default such bytes become U+FFFD; pass ``errors="strict"`` to
+        raise.
 
-        Raises: TypeError naming the first id that is not an integer (104.9, 104.0, True:
+        Raises: ValueError for a batch (B, n), which is not one text (`decode_batch` gives
+        a string per row; a batch is never run together into one string), or any other
+        shape; TypeError naming the first id that is not an integer (104.9, 104.0, True:
         nothing is truncated or rounded); ValueError naming the first id outside
         [0, 256), with its position and value.
         """
-        ids = id_array(ids, "ids", self.vocab_size).reshape(-1)
-        return ids.astype(np.uint8).tobytes().decode("utf-8", errors=errors)
+        ids = id_array(ids, "ids", self.vocab_size)
+        if ids.ndim > 1:
+            hint = "; decode_batch gives one string per row" if ids.ndim == 2 else ""
+            raise ValueError(f"ids must be one text (n,), got shape {ids.shape}{hint}")
+        return ids.reshape(-1).astype(np.uint8).tobytes().decode("utf-8", errors=errors)
+
+    def decode_batch(self, ids, errors: str = "replace") -> list[str]:
+        """A batch of ids (B, n) → B strings, row by row (as `decode`).
+
+        Raises: ValueError unless ids is 2-D; TypeError/ValueError as `decode`.
+
+        Example:
+            >>> ByteTokenizer().decode_batch([[104, 105], [33, 33]])
+            ['hi', '!!']
+        """
+        ids = id_array(ids, "ids", self.vocab_size)
+        if ids.ndim != 2:
+            raise ValueError(f"ids must be a batch (B, n), got shape {ids.shape}")
+        return [row.astype(np.uint8).tobytes().decode("utf-8", errors=errors) for row in ids]

@@ -18,12 +18,57 @@ from glassllm.checks import check_int, check_real, id_array
 from glassllm.modules import GlassLM
 from glassllm.training import TrainingDiverged, get_batch, train_steps
 
-__all__ = ["TrainResult", "default_corpus", "train"]  # TrainingDiverged, get_batch: training.py
+__all__ = [  # TrainingDiverged, get_batch: training.py
+    "TrainResult",
+    "corpus_text",
+    "default_corpus",
+    "read_corpus",
+    "train",
+]
+
+_BOM = "\ufeff"
+"""U+FEFF, the byte-order mark: EF BB BF at the start of a UTF-8 file marks its encoding."""
+
+
+def corpus_text(text: str) -> str:
+    """A training corpus as the model sees it, the same for ``glassllm train`` and
+    ``POST /api/v1/train``: the text itself, byte for byte (line ends stay as they are:
+    CRLF is two tokens, 13 and 10), but for one leading byte-order mark, which marks the
+    file's encoding and is not text (as Python's ``utf-8-sig`` and browsers read it).
+
+    Raises ValueError when the text holds a lone surrogate, which is not UTF-8 (a JSON
+    string can carry one: ``"\\ud800"``), naming its position.
+    """
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError as exc:
+        raise ValueError(f"is not UTF-8 text: a lone surrogate at character {exc.start}") \
+            from None
+    return text.removeprefix(_BOM)
+
+
+def read_corpus(path) -> str:
+    """The corpus in the file at ``path``, read as bytes (never in text mode, which would
+    turn CRLF into LF) and decoded as UTF-8, then `corpus_text`.
+
+    Raises ValueError naming the offset of the first byte that is not UTF-8 (no guessing
+    of another encoding); OSError as ``open`` does.
+    """
+    with open(path, "rb") as f:
+        data = f.read()
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise ValueError(f"is not UTF-8 text: byte {exc.start} is 0x{data[exc.start]:02x}"
+                         f" ({exc.reason})") from None
+    return corpus_text(text)
 
 
 def default_corpus() -> str:
-    """The small English corpus shipped in ``glassllm/data/corpus.txt`` (no download)."""
-    return (resources.files("glassllm") / "data" / "corpus.txt").read_text(encoding="utf-8")
+    """The small English corpus shipped in ``glassllm/data/corpus.txt`` (no download),
+    read as `read_corpus` reads any corpus."""
+    with resources.as_file(resources.files("glassllm") / "data" / "corpus.txt") as path:
+        return read_corpus(path)
 
 
 @dataclass

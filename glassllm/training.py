@@ -117,6 +117,9 @@ def get_batch(
     batch_size = check_int("batch_size", batch_size, minimum=1)
     seq_len = check_int("seq_len", seq_len, minimum=1)
     data = id_array(data, "data")
+    if data.ndim != 1:
+        raise ValueError(f"data must be one token stream (T,), got shape {data.shape}: join "
+                         "the documents of a batch into one stream first")
     if len(data) < seq_len + 1:
         raise ValueError(f"need at least seq_len + 1 = {seq_len + 1} tokens, got {len(data)}")
     starts = rng.integers(0, len(data) - seq_len, size=batch_size)  # (B,)
@@ -380,8 +383,11 @@ def attention_maps(model: GlassLM, ids: np.ndarray) -> dict[str, Any]:
 
     SPEC L3.5 (attention); gradients by the autograd (L0.5).
     """
-    ids = np.asarray(ids, dtype=np.int64)
-    if ids.ndim != 1 or not 2 <= len(ids) <= model.config.max_seq_len:
+    ids = id_array(ids, "ids", model.config.vocab)  # no float is truncated into an id
+    if ids.ndim != 1:
+        raise ValueError(f"ids must be one prompt (n,), got shape {ids.shape}: the maps are"
+                         " per prompt, so a batch (B, n) is one call per row")
+    if not 2 <= len(ids) <= model.config.max_seq_len:
         raise ValueError(f"the prompt must be 2 to {model.config.max_seq_len} tokens; "
                          f"got {ids.shape}")
     recorded: list[Tensor] = []

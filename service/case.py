@@ -2,7 +2,10 @@
 
 A case is ``{"op": name, "inputs": {...}, "requires_grad": [...], "grad_output": ...}`` (the
 body of ``POST /api/v1/ops/{name}`` with the op's name in it) or ``{"expression": ...,
-"variables": {...}, "grad_output": ...}`` (the body of ``POST /api/v1/eval``). It goes
+"variables": {...}, "grad_output": ..., "expand": ...}`` (the body of ``POST /api/v1/eval``;
+``expand``, a boolean, is taken so that a body the page or a tool built for eval, composite
+ops opened, can be checked as it is: it changes no value or gradient, and neither route
+answers nodes, so the expansions are not computed). It goes
 through the library's one request path in two steps, as the ops route does
 (`service.dispatch`):
 
@@ -31,7 +34,8 @@ from service.routes.ops import find
 from service.settings import Settings
 
 OP_FIELDS = ("op", "inputs", "requires_grad", "grad_output")
-EXPRESSION_FIELDS = ("expression", "variables", "grad_output")
+EXPRESSION_FIELDS = ("expression", "variables", "grad_output", "expand")
+EVAL_ONLY = ("check", "encoding")  # eval's own options: a case's answer has no place for them
 
 
 @dataclass
@@ -75,8 +79,10 @@ def split(case: Any, where: str) -> tuple[str, dict]:
     kind, fields = ("op", OP_FIELDS) if "op" in case else ("expression", EXPRESSION_FIELDS)
     unknown = sorted(set(case) - set(fields))
     if unknown:
+        own = (f" ('{unknown[0]}' is /api/v1/eval's own option)"
+               if kind == "expression" and unknown[0] in EVAL_ONLY else "")
         raise ApiError(422, "invalid_request", f"{where}: unknown field '{echo_name(unknown[0])}';"
-                       f" the fields of an {kind} case are {', '.join(fields)}",
+                       f" the fields of an {kind} case are {', '.join(fields)}{own}",
                        input=f"{where}.{echo_name(unknown[0])}")
     if kind == "op" and not isinstance(case["op"], str):
         raise ApiError(422, "invalid_request", f"{where}: 'op' must be an op name",
@@ -99,6 +105,10 @@ def _prepare(case: Any, maybe_bools: bool, settings: Settings, where: str) -> Ca
         prepared = prepare_body(op, body, maybe_bools, settings)
         return Case(op=op.name, prepared=prepared, cost=prepared.cost,
                     answer=prepared.answer_elements)
+    if not isinstance(body.pop("expand", False), bool):  # eval's rule, eval's code
+        field = "expand" if where == "request body" else f"{where}.expand"
+        raise ApiError(422, "invalid_expression", f"'{field}' must be true or false",
+                       input=field)
     messages: list[str] = []
     prepared_expression = eval_routes.prepare_body(body, maybe_bools, settings, messages)
     # an expression case answers its value and gradients, but builds its nodes' first

@@ -3,11 +3,18 @@ stubbed transports (httpx.MockTransport)."""
 
 from __future__ import annotations
 
+import ast
 import asyncio
+import contextlib
 import email.utils
+import http.server
+import re
+import socket
 import subprocess
 import sys
+import threading
 import time
+from pathlib import Path
 
 import httpx
 import numpy as np
@@ -16,15 +23,20 @@ import pytest
 from glassllm import client as gc
 from glassllm.client import (
     AsyncSandbox,
+    BadAnswerError,
     BadRequestError,
     BusyError,
     ClientError,
     InvalidInputError,
+    InvalidURLError,
+    NoAnswerError,
     NotFoundError,
     Sandbox,
     SandboxError,
     ServerError,
+    TimedOutError,
     TooLargeError,
+    UnreachableError,
     UnsupportedMediaTypeError,
 )
 from tests.sandbox_server import running_sandbox
@@ -64,6 +76,8 @@ def test_base64_and_json_answers_are_identical(url):
     a, b = rng.standard_normal((16, 9)), rng.standard_normal((9, 7))
     with Sandbox(url, base64_min=1) as s1, Sandbox(url, base64_min=10**9) as s2:
         r1, r2 = s1.op("matmul", {"a": a, "b": b}), s2.op("matmul", {"a": a, "b": b})
+    # bit for bit: the sandbox runs np.matmul on C-ordered float64 arrays of these shapes,
+    # as `a @ b` here does, on the same machine (the same BLAS kernel)
     assert r1.value.tobytes() == r2.value.tobytes() == (a @ b).tobytes()
     for k in ("a", "b"):
         assert r1.grads[k].tobytes() == r2.grads[k].tobytes()
@@ -154,7 +168,7 @@ def test_retry_after_as_an_http_date(monkeypatch):
     when = email.utils.formatdate(time.time() + 3, usegmt=True)
     r = httpx.Response(503, headers={"Retry-After": when})
     monkeypatch.setattr(gc.random, "uniform", lambda lo, hi: 0.0)
-    assert 1.5 < gc.retry_delay(r, 0) <= 3.0
+    assert 1.5 < gc._retry_delay(r, 0) <= 3.0
 
 
 def test_503_retries_are_bounded_in_number_and_time(monkeypatch):
@@ -321,3 +335,166 @@ def test_a_traversing_op_name_gets_the_live_sandboxs_404(sb):
         with pytest.raises(NotFoundError) as e:
             sb.op(name, {"a": [1.0]})
         assert e.value.status == 404 and "/api/v1/eval" not in e.value.message
+
+
+# -- every failure is a SandboxError naming the URL ------------------------------------------
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@contextlib.contextmanager
+def _http_server(status: int, body: bytes, content_type: str = "text/html"):
+    """A real HTTP server on a free port answering every request with `status` and `body`
+    (what a proxy in front of a sandbox answers when the sandbox is down)."""
+    class Handler(http.server.BaseHTTPRequestHandler):
+        def _answer(self):
+            self.rfile.read(int(self.headers.get("Content-Length") or 0))
+            self.send_response(status)
+            self.send_header("Content-Type", content_type)
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+        do_GET = do_POST = _answer
+
+        def log_message(self, *args):  # quiet
+            pass
+
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield f"http://127.0.0.1:{server.server_address[1]}"
+    finally:
+        server.shutdown()
+        server.server_close()
+        thread.join()
+
+
+@contextlib.contextmanager
+def _silent_listener():
+    """A socket that accepts connections (the kernel's backlog) and never answers."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        s.listen(8)
+        yield f"http://127.0.0.1:{s.getsockname()[1]}"
+
+
+@contextlib.contextmanager
+def _hanging_up():
+    """A server that accepts each connection and closes it before answering."""
+    s = socket.socket()
+    s.bind(("127.0.0.1", 0))
+    s.listen(8)
+    stop = threading.Event()
+
+    def serve():
+        s.settimeout(0.1)
+        while not stop.is_set():
+            try:
+                conn, _ = s.accept()
+            except OSError:
+                continue
+            conn.recv(65536)
+            conn.close()
+
+    thread = threading.Thread(target=serve, daemon=True)
+    thread.start()
+    try:
+        yield f"http://127.0.0.1:{s.getsockname()[1]}"
+    finally:
+        stop.set()
+        thread.join()
+        s.close()
+
+
+def test_nothing_listening_is_an_unreachable_error_naming_the_url():
+    url = f"http://127.0.0.1:{_free_port()}"
+    with Sandbox(url) as sb, pytest.raises(UnreachableError) as e:
+        sb.op("neg", {"a": 1.0})
+    assert isinstance(e.value, NoAnswerError) and isinstance(e.value, SandboxError)
+    assert e.value.status is None and e.value.code == "unreachable"
+    assert e.value.url == f"POST {url}/api/v1/ops/neg" and e.value.url in str(e.value)
+    assert "is a sandbox running there" in str(e.value)
+    assert isinstance(e.value.__cause__, httpx.ConnectError)
+
+    async def go():
+        async with AsyncSandbox(url) as sb:
+            await sb.ops()
+    with pytest.raises(UnreachableError, match=re.escape(f"(GET {url}/api/v1/ops)")):
+        asyncio.run(go())
+
+
+def test_sandbox_with_no_url_and_nothing_listening_says_how_to_start_one(monkeypatch):
+    monkeypatch.delenv("GLASSLLM_URL", raising=False)
+    monkeypatch.setattr(gc, "DEFAULT_URL", f"http://127.0.0.1:{_free_port()}")
+    with Sandbox() as sb, pytest.raises(UnreachableError) as e:
+        sb.ops()
+    text = str(e.value)
+    assert gc.DEFAULT_URL in text and "make run" in text and "glassllm-sandbox" in text
+    assert "GLASSLLM_URL" in text and "Sandbox('http://host:port')" in text
+
+
+def test_no_answer_in_time_is_a_timed_out_error_naming_the_url():
+    with _silent_listener() as url, Sandbox(url, timeout=0.3) as sb, \
+            pytest.raises(TimedOutError) as e:
+        sb.eval("x.sum()", {"x": [1.0]})
+    assert e.value.code == "timeout" and e.value.url == f"POST {url}/api/v1/eval"
+
+
+def test_a_connection_closed_before_the_answer_is_a_no_answer_error():
+    with _hanging_up() as url, Sandbox(url) as sb, pytest.raises(NoAnswerError) as e:
+        sb.ops()
+    assert e.value.status is None and url in str(e.value)
+
+
+@pytest.mark.parametrize(("status", "cls"), [(502, ServerError), (200, BadAnswerError)])
+def test_a_proxys_html_page_is_a_typed_error_naming_the_url(status, cls):
+    page = b"<html><body><h1>502 Bad Gateway</h1>nginx</body></html>"
+    with _http_server(status, page) as url, Sandbox(url) as sb, pytest.raises(cls) as e:
+        sb.check("neg", {"a": [1.0]}, value=[-1.0])
+    assert e.value.status == status and e.value.url == f"POST {url}/api/v1/check"
+    assert "502 Bad Gateway" in e.value.message and "not" in e.value.message
+
+
+def test_json_that_is_not_the_sandboxs_answer_is_a_bad_answer_error():
+    with _http_server(200, b'{"hello": "proxy"}', "application/json") as url, \
+            Sandbox(url) as sb, pytest.raises(BadAnswerError) as e:
+        sb.op("neg", {"a": 1.0})
+    assert e.value.code == "bad_answer" and "KeyError" in e.value.message
+
+
+@pytest.mark.parametrize("url", ["localhost:8000", "ftp://127.0.0.1:8000", "http://", "::"])
+def test_a_url_that_is_not_http_is_refused_by_the_constructor(url):
+    with pytest.raises(InvalidURLError) as e:
+        Sandbox(url)
+    assert isinstance(e.value, SandboxError) and isinstance(e.value, ValueError)
+    assert repr(url) in str(e.value)
+
+
+def test_error_answers_name_the_url_too(url):
+    with Sandbox(url) as sb, pytest.raises(NotFoundError) as e:
+        sb.op("nope", {})
+    assert e.value.url == f"POST {url}/api/v1/ops/nope" and e.value.url in str(e.value)
+    with Sandbox(url) as sb:
+        [refused] = sb.batch([{"op": "neg", "inputs": {"a": "x"}}])
+    assert refused.url == f"POST {url}/api/v1/batch, cases[0]"
+
+
+def test_all_is_sorted_and_is_every_public_name_the_module_defines():
+    """`from glassllm.client import *` gives the API and nothing else; ruff's RUF022 order."""
+    tree = ast.parse(Path(gc.__file__).read_text())
+    defined = set()
+    for node in tree.body:
+        if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef):
+            defined.add(node.name)
+        elif isinstance(node, ast.Assign):
+            defined |= {t.id for t in node.targets if isinstance(t, ast.Name)}
+    public = {n for n in defined if not n.startswith("_")}
+    assert set(gc.__all__) == public and len(gc.__all__) == len(public)
+    kinds = [0 if n.isupper() else 1 if n[0].isupper() else 2 for n in gc.__all__]
+    assert gc.__all__ == sorted(gc.__all__, key=lambda n: (kinds[gc.__all__.index(n)], n))
+    assert all(getattr(gc, n) is not None for n in gc.__all__)

@@ -149,7 +149,7 @@ def test_cross_entropy_and_model_loss_accept_every_integer_dtype(dtype):
     targets = _ids(dtype, shape=(6,))
     loss = cross_entropy(logits, targets)
     reference = cross_entropy(Tensor(logits.data), targets.astype(np.int64))
-    assert loss.item() == reference.item()
+    assert loss.item() == reference.item()  # bit for bit: the ids are widened, then the same code
     loss.backward()
     expected = softmax_np(logits.data)
     np.add.at(expected, (np.arange(6), targets.astype(np.int64)), -1.0)

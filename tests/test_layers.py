@@ -122,6 +122,7 @@ def test_linear_values_and_torch_convention():
     w = Tensor([[1.0, 0.0, 1.0], [0.0, 1.0, 1.0]])  # (d_in=2, d_out=3)
     assert linear(x, w).data.tolist() == [[1.0, 2.0, 3.0]]
     torch_weight = w.data.T  # PyTorch stores (out, in) and computes x @ W.T
+    # exact whatever the kernel: small integers, every product and sum is exact
     np.testing.assert_array_equal(linear(x, w).data, x.data @ torch_weight.T)
 
 
@@ -235,6 +236,8 @@ def test_attention_is_causal_bit_identical():
         changed = x.copy()
         changed[:, t + 1 :] = rng.normal(size=changed[:, t + 1 :].shape) * 100
         out = attention(Tensor(changed), *w, H, Hkv, cos, sin).data
+        # bit for bit: the same code on arrays of the same shapes, and a future key adds
+        # an exact 0 (its probability is exactly 0), whatever its value
         np.testing.assert_array_equal(out[:, : t + 1], base[:, : t + 1])
         assert not np.array_equal(out[:, t + 1], base[:, t + 1])
 

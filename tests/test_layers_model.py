@@ -82,6 +82,7 @@ def test_block_module_equals_transformer_block():
         block.ffn.w3,
     ]
     expected = transformer_block(x, *weights, 4, 2, cos, sin, eps=SMALL.norm_eps).data
+    # bit for bit: Block.forward calls the same layer functions on the same arrays
     np.testing.assert_array_equal(block(x, cos, sin).data, expected)
 
 
@@ -146,6 +147,8 @@ def test_model_is_causal_bit_identical():
         changed = ids.copy()
         changed[0, t + 1] = (changed[0, t + 1] + 1) % 256
         out = model(changed).data
+        # bit for bit: the same code on arrays of the same shapes; a future token enters
+        # an earlier row only through a probability that is exactly 0
         np.testing.assert_array_equal(out[:, : t + 1], base[:, : t + 1])
 
 

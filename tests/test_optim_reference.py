@@ -14,9 +14,10 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from rounding import assert_rounding_close
 
 from glassllm import Tensor
-from glassllm.optim import SGD, AdamW
+from glassllm.optim import SGD, AdamW, clip_grad_norm
 
 REFS = json.loads((Path(__file__).parent / "reference" / "optim_torch_refs.json").read_text())
 CASES = {case["name"]: case for case in REFS["cases"]}
@@ -94,3 +95,54 @@ def test_a_tiny_learning_rate_steps_in_pytorchs_order_without_nan(lr):
         x = x - lr / (1 - 0.9**t) * (m / denom)
     assert np.all(np.isfinite(p.data))
     np.testing.assert_allclose(p.data, x, rtol=1e-15, atol=0)
+
+
+# -- parameters of any shape, 0-d included ------------------------------------------------------
+
+SHAPED = {case["name"]: case for case in REFS["shaped"]}
+
+
+@pytest.mark.parametrize("name", sorted(SHAPED))
+def test_every_shape_in_one_optimizer_matches_torch_optim(name):
+    """A 0-d scalar (PyTorch's optimizers take one: SGD and AdamW failed on it here), (1,),
+    (3, 1, 2) and an empty (0,) parameter in one optimizer, the scalar with no gradient at
+    step 3 (skipped: no step count, no moment update, no decay).
+
+    Tolerance: each step is at most 16 elementwise roundings per entry (AdamW: the moments,
+    the square root, the bias corrections, eps, the division, the decay), compounded over
+    the steps, on terms no larger than |p| + lr·(1 + 10³) (a gradient of 10³ through SGD's
+    momentum; AdamW's update is at most lr/(1 − β1ᵗ)·√(1 − β2ᵗ)-scaled, smaller)."""
+    case = SHAPED[name]
+    params = [Tensor(np.array(p0), requires_grad=True) for p0 in case["p0"]]
+    assert [list(p.shape) for p in params] == case["shapes"] and params[0].shape == ()
+    kwargs = {k: tuple(v) if k == "betas" else v for k, v in case["kwargs"].items()}
+    if case["optimizer"] == "AdamW":
+        kwargs.setdefault("weight_decay", 0.01)
+    opt = OPTIMIZERS[case["optimizer"]](params, **kwargs)
+    lr = kwargs.get("lr", 1e-3)
+    for step, (grads, want) in enumerate(zip(case["grads"], case["expected"], strict=True), 1):
+        for p, g in zip(params, grads, strict=True):
+            p.grad = None if g is None else np.array(g)
+        opt.step()
+        for k, (p, w) in enumerate(zip(params, want, strict=True)):
+            assert isinstance(p.data, np.ndarray) and p.data.shape == np.shape(w)
+            scale = np.max(np.abs(w), initial=0.0) + lr * 1001 * step
+            assert_rounding_close(p.data, w, n=16 * step, scale=scale,
+                                  err_msg=f"{name}, step {step}, parameter {k}")
+    for name_ in opt._arrays:  # the scalar's state is 0-d too, and round-trips
+        assert np.shape(opt.state_dict()["state"][0][name_]) == ()
+
+
+@pytest.mark.parametrize("case", REFS["clip"], ids=lambda c: f"max_norm={c['max_norm']}")
+def test_clip_grad_norm_over_every_shape_matches_torch(case):
+    """Tolerance: the norm sums the squares of every entry (n roundings for n entries, plus
+    the square root), the clipped gradients one product more."""
+    params = [Tensor(np.zeros(s), requires_grad=True) for s in case["shapes"]]
+    for p, g in zip(params, case["grads"], strict=True):
+        p.grad = np.array(g)
+    count = sum(p.data.size for p in params)
+    norm = clip_grad_norm(params, case["max_norm"])
+    assert_rounding_close(norm, case["norm"], n=count + 2, scale=case["norm"])
+    for p, want in zip(params, case["clipped"], strict=True):
+        assert p.grad.shape == np.shape(want)
+        assert_rounding_close(p.grad, want, n=count + 4, scale=np.abs(want) + 1e-300)

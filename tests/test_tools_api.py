@@ -108,6 +108,7 @@ def test_base64_and_json_forms_give_identical_answers(client):
     as_b64 = post(client, "/api/v1/ops/matmul", {"inputs": {"a": b64(a), "b": b64(b)},
                                                 "grad_output": b64(g), "encoding": "base64"}).json()
     assert as_b64["value"]["dtype"] == "float64" and as_b64["value"]["shape"] == [5, 3]
+    # bit for bit: np.matmul on C-ordered arrays of the same shapes, on this machine
     assert coerce("tensor", "v", as_b64["value"]).tobytes() == \
         np.array(as_json["value"]).tobytes() == (a @ b).tobytes()
     for name in ("a", "b"):
@@ -271,6 +272,40 @@ def test_check_an_expression_and_its_refusals(client):
     assert r.status_code == 422 and r.json()["error"]["input"] == "claimed.grads.a"
     r = post(client, "/api/v1/check", {**SOFTMAX, "claimed": {}, "rtol": -1})
     assert r.status_code == 422 and r.json()["error"]["input"] == "rtol"
+
+
+def test_check_and_batch_take_an_expression_with_composite_ops_opened(client):
+    """The page sends `expand: true` with a composite op while "Open composite ops" is
+    ticked: a check and a batch case take it as eval does, and the verdict is the one of
+    the same case without it (expanding changes no number)."""
+    logits = [[2.0, 0.5, -1.0], [0.0, 1.0, 3.0]]
+    case = {"expression": "cross_entropy(z, t)",
+            "variables": {"z": logits, "t": [0, 2]}}
+    z = Tensor(logits, requires_grad=True)
+    loss = autograd.cross_entropy(z, np.array([0, 2]))
+    loss.backward()
+    claimed = {"value": loss.item(), "grads": {"z": z.grad.tolist()}}
+    answers = [post(client, "/api/v1/check", {**case, **extra, "claimed": claimed}).json()
+               for extra in ({}, {"expand": True}, {"expand": False})]
+    assert all(a["passed"] for a in answers) and answers[0] == answers[1] == answers[2]
+    batch = post(client, "/api/v1/batch", {"cases": [case, {**case, "expand": True}]}).json()
+    assert batch["results"][0] == batch["results"][1]
+    assert batch["results"][0]["value"] == loss.item()
+    for path, body, field in [("/api/v1/check", {**case, "expand": "yes", "claimed": claimed},
+                               "expand"),
+                              ("/api/v1/batch", {"cases": [{**case, "expand": 1}]}, None)]:
+        r = post(client, path, body)
+        if field:
+            assert r.status_code == 422 and r.json()["error"] == {
+                "status": 422, "code": "invalid_expression", "op": None, "input": "expand",
+                "message": "'expand' must be true or false"}
+        else:  # a batch case's refusal is its own result
+            err = r.json()["results"][0]["error"]
+            assert err["code"] == "invalid_expression" and err["input"] == "cases[0].expand"
+    # eval's own options have no place in a check's answer: refused, and said so
+    r = post(client, "/api/v1/check", {**case, "check": True, "claimed": claimed})
+    assert r.status_code == 422 and r.json()["error"]["input"] == "request body.check"
+    assert "/api/v1/eval's own option" in r.json()["error"]["message"]
 
 
 def test_compare_nan_matches_nan_and_infinities_err_infinitely():

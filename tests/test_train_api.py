@@ -288,3 +288,44 @@ def test_sigterm_with_a_stream_open_ends_the_sandbox_quickly(capsys):
         assert wait_until(lambda: not training_children(proc.pid), 10)
     finally:
         stop_server(proc)
+
+
+def test_a_crlf_and_bom_corpus_file_trains_the_cli_and_the_service_on_the_same_bytes(
+        client, tmp_path):
+    """A Windows file (a BOM, CRLF line ends, non-ASCII): `glassllm train FILE` reads its
+    bytes (text mode once turned CRLF into LF: fewer bytes than the service trained on) and
+    the service takes the file's text as sent, with or without its BOM; both drop the BOM,
+    keep every CR, and give the same curve and weights, bit for bit."""
+    raw = b"\xef\xbb\xbf" + "first line\r\nseconde ligne, été\r\n".encode() * 12
+    corpus_file = tmp_path / "windows.txt"
+    corpus_file.write_bytes(raw)
+    out = tmp_path / "cli.npz"
+    argv = ["train", str(corpus_file), "--steps", "4", "--batch-size", "2", "--lr", "0.01",
+            "--seed", "3", "--out", str(out)] + [a for k, v in TINY.items()
+                                                 for a in (f"--{k.replace('_', '-')}", str(v))]
+    assert cli_main(argv) == 0
+    for sent in (raw.decode("utf-8"), raw.decode("utf-8-sig")):  # with the BOM, without
+        events = run_events(client(), {**RUN, "corpus": sent})
+        assert events[0][1]["corpus_bytes"] == len(raw) - 3   # every CR counted, no BOM
+        served = decode_weights(events[-1][1]["weights"]).state_dict()
+        with np.load(out) as cli:
+            assert sorted(cli.files) == sorted(served)
+            for name in cli.files:
+                assert cli[name].tobytes() == served[name].tobytes(), name
+    expected = train(GlassLM(GlassConfig(seed=3, **TINY)),
+                     ByteTokenizer().encode(raw[3:].decode()), steps=4, batch_size=2, lr=0.01,
+                     seed=3).losses
+    assert [d["loss"] for n, d in events if n == "step"] == expected
+
+
+def test_a_corpus_that_is_not_utf8_is_refused_the_same_way_by_both(client, tmp_path, capsys):
+    bad = tmp_path / "latin1.txt"
+    bad.write_bytes("caf\xe9 ".encode("latin-1") * 40)
+    with pytest.raises(SystemExit) as exit_:
+        cli_main(["train", str(bad), "--steps", "1", "--out", str(tmp_path / "m.npz")])
+    assert exit_.value.code == 2
+    assert f"{bad} is not UTF-8 text: byte 3 is 0xe9" in capsys.readouterr().err
+    r = client().post("/api/v1/train", content=b'{"corpus": "caf\\ud800 ' + b"x" * 40 + b'"}',
+                      headers={"Content-Type": "application/json"})
+    assert r.status_code in (400, 422) and r.json()["error"]["input"] in ("corpus",
+                                                                          "request body")

@@ -83,14 +83,16 @@ def answer_batch(prepared: list[Case], encoding: str, maybe_bools: bool,
 
 
 CASE = {"type": "object", "description": "an op call {op, inputs, requires_grad, grad_output}"
-        " or an expression {expression, variables, grad_output}",
+        " or an expression {expression, variables, grad_output, expand}",
         "properties": {"op": {"type": "string"}, "inputs": {"type": "object"},
                        "requires_grad": {"anyOf": [{"type": "null"},
                                                    {"type": "array",
                                                     "items": {"type": "string"}}]},
                        "expression": {"type": "string"}, "variables": {"type": "object"},
                        "grad_output": {"anyOf": [{"type": "null"},
-                                                 {"$ref": "#/components/schemas/FloatArray"}]}}}
+                                                 {"$ref": "#/components/schemas/FloatArray"}]},
+                       "expand": {"type": "boolean", "description": "taken as /api/v1/eval"
+                                  " takes it; changes no value or gradient"}}}
 
 
 @router.post("/batch", responses=ERRORS, response_model=schemas.BatchResult,

@@ -120,6 +120,9 @@ def answer_check(case: Case, claim: dict, maybe_bools: bool, settings: Settings)
                      "expression": {"type": "string"}, "variables": {"type": "object"},
                      "grad_output": {"anyOf": [{"type": "null"},
                                                {"$ref": "#/components/schemas/FloatArray"}]},
+                     "expand": {"type": "boolean", "description": "taken as /api/v1/eval"
+                                " takes it (the page sends it with composite ops opened);"
+                                " changes no value or gradient"},
                      "claimed": {"type": "object", "additionalProperties": False, "properties": {
                          "value": {"$ref": "#/components/schemas/FloatArray"},
                          "grads": {"type": "object", "additionalProperties": {

@@ -28,7 +28,7 @@ import threading
 import zipfile
 from pathlib import Path
 
-from fastapi import APIRouter
+from fastapi import APIRouter, Request
 from starlette.responses import Response
 
 import glassllm
@@ -177,11 +177,16 @@ def wheel() -> Path:
     return path
 
 
-@router.get("/", summary="The wheels this sandbox serves (pip install <url>)")
-def list_wheels() -> Response:
+@router.get("/", summary="The wheels this sandbox serves, and the pip command that installs one")
+def list_wheels(request: Request) -> Response:
+    """``{"wheels": [name], "urls": [url], "install": "pip install 'glassllm[client] @ url'"}``:
+    the URL as this request reached the sandbox, and the extra named the way pip takes it
+    with a URL (PEP 508's ``name[extra] @ url``; ``url[client]`` is a file that is not
+    there)."""
     name = wheel_name()
-    return Response(dumps({"wheels": [name], "install": f"pip install '<this sandbox>/dist/{name}'"
-                                                        " (add [client] for httpx)"}),
+    url = f"{str(request.base_url).rstrip('/')}/dist/{name}"
+    return Response(dumps({"wheels": [name], "urls": [url],
+                           "install": f"pip install 'glassllm[client] @ {url}'"}),
                     media_type="application/json")
 
 

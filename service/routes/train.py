@@ -35,7 +35,7 @@ from starlette.responses import Response
 
 from glassllm.layers import GlassConfig
 from glassllm.tokenizer import ByteTokenizer
-from glassllm.train import default_corpus
+from glassllm.train import corpus_text, default_corpus
 from glassllm.training import (
     WeightsError,
     attention_maps,
@@ -193,12 +193,10 @@ async def start_training(request: Request) -> Response:
             raise ApiError(413, "corpus_too_large", f"the corpus has {size} bytes; at most "
                            f"{limits.max_corpus_bytes} (GLASSLLM_MAX_CORPUS_BYTES)",
                            input="corpus")
-        corpus = req.corpus
-        try:
-            corpus.encode("utf-8")
-        except UnicodeEncodeError:
-            raise ApiError(422, "invalid_corpus", "corpus: must be valid UTF-8 text (a lone"
-                           " surrogate)", input="corpus") from None
+        try:  # what `glassllm train` trains on for the same file (a leading BOM dropped)
+            corpus = corpus_text(req.corpus)
+        except ValueError as exc:
+            raise ApiError(422, "invalid_corpus", f"corpus {exc}", input="corpus") from None
     if len(corpus.encode("utf-8")) < config.max_seq_len + 1:
         raise ApiError(422, "corpus_too_short", f"corpus: training windows need at least "
                        f"model.max_seq_len + 1 = {config.max_seq_len + 1} bytes",

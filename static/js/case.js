@@ -164,23 +164,52 @@ export function exprMessage(text, kind = "error") {
   $("#expr-text").setAttribute("aria-invalid", text && kind === "error" ? "true" : "false");
 }
 
-/** Op mode's case as an expression: array inputs become variables, the rest keywords. */
+/** getitem's index as the text inside `a[…]`: integers, None, ... and slices as Python
+ *  writes them; an index array or a mask becomes a variable of its own (`index`,
+ *  `index1`, …), which the expression reads by name. (An index is not a keyword value:
+ *  its wire form is a list of objects, which the expression language does not take.) */
+function subscript(index, variables) {
+  const part = (x) => (x === null || x === undefined ? "" : String(x));
+  return (Array.isArray(index) ? index : [index]).map((it) => {
+    if (it === null) return "None";
+    if (it === "...") return "...";
+    if (typeof it === "number") return String(it);
+    if ("array" in it || "mask" in it) {
+      let name = "index";
+      for (let k = 1; name in variables; k++) name = `index${k}`;
+      variables[name] = { value: it.array ?? it.mask };
+      return name;
+    }
+    return `${part(it.start)}:${part(it.stop)}` + (it.step != null ? `:${it.step}` : "");
+  }).join(", ");
+}
+
+/** Op mode's case as an expression: array inputs become variables, the rest keywords;
+ *  getitem becomes a subscript, `a[…]`. An array input after a keyword or a left-out
+ *  input is passed by keyword too (`cos=cos`): Python takes no positional argument after
+ *  a keyword one, and a position would shift past the one left out. */
 export function opAsExpression() {
   const req = opRequest();
   if (!req || !state.op) return;
   const args = [];
   const variables = {};
+  let subscripted = null;
+  let byKeyword = false;
   for (const spec of state.op.inputs) {
-    if (!(spec.name in req.inputs)) continue;
+    if (!(spec.name in req.inputs)) { byKeyword = true; continue; }
     const v = req.inputs[spec.name];
-    if (spec.array) {
+    if (spec.kind === "index") {
+      subscripted = subscript(v, variables);
+    } else if (spec.array) {
       variables[spec.name] = { value: v, ...(req.requires_grad?.includes(spec.name) ? { requires_grad: true } : {}) };
-      args.push(spec.name);
+      args.push(byKeyword ? `${spec.name}=${spec.name}` : spec.name);
     } else {
+      byKeyword = true;
       const lit = typeof v === "string" ? v.replace("Infinity", "inf").replace("NaN", "nan") : toJSON(v);
       args.push(`${spec.name}=${lit === "true" ? "True" : lit === "false" ? "False" : lit === "null" ? "None" : lit}`);
     }
   }
-  $("#expr-text").value = `${state.op.name}(${args.join(", ")})`;
+  $("#expr-text").value = subscripted === null ? `${state.op.name}(${args.join(", ")})`
+    : `${args[0]}[${subscripted}]`;
   showVariables(variables);
 }

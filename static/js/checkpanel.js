@@ -49,13 +49,23 @@ function say(text) {
   $("#check-claim").setAttribute("aria-invalid", text ? "true" : "false");
 }
 
-/** The case on screen as a check request body, or null (the case's own message says why). */
+/** The case on screen as a check request body, or null (the case's own message says why).
+ *  An expression keeps `expand` (the check takes it as eval does: no number changes). */
 function caseBody() {
   const req = currentRequest();
   if (!req) return null;
   if (state.mode === "op") return { op: state.op.name, ...req.body };
   const { check: _unused, ...body } = req.body;         // the finite-difference flag is eval's
   return body;
+}
+
+/** The check of `claim` for `target` ("value" or "grad:<name>") of the case on screen:
+ *  the body posted to /api/v1/check, or null when the case cannot be sent. */
+export function checkRequest(target, claim, reveal) {
+  const body = caseBody();
+  if (!body) return null;
+  const claimed = target === "value" ? { value: claim } : { grads: { [target.slice(5)]: claim } };
+  return { ...body, claimed, reveal };
 }
 
 export async function checkGradient() {
@@ -70,15 +80,13 @@ export async function checkGradient() {
     say(`Your ${who} ${err.message}`);
     return;
   }
-  const body = caseBody();
+  const body = checkRequest(target, claim, $("#check-reveal").checked);
   if (!body) { say("The case cannot be sent: fix the input marked in red above, then check again."); return; }
   const name = target.slice(5);
-  const claimed = target === "value" ? { value: claim } : { grads: { [name]: claim } };
-  const reveal = $("#check-reveal").checked;
   $("#check-status").textContent = "Checking…";
   let answer;
   try {
-    answer = await postJSON("/api/v1/check", { ...body, claimed, reveal });
+    answer = await postJSON("/api/v1/check", body);
   } catch (err) {
     $("#check-status").textContent = err instanceof BusyError ? err.message : `The sandbox did not answer (${err.message}).`;
     return;
