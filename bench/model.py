@@ -91,9 +91,9 @@ def bench_glassllm(steps: int, warmup: int) -> dict:
     optimizer = AdamW(model.parameters(), lr=LR, weight_decay=WD)
     ids, targets = _batch()
 
-    def step():
+    def step():  # the training loop's path (glassllm.training.train_steps): fused layers
         optimizer.zero_grad()
-        model.loss(ids, targets).backward()
+        model.loss(ids, targets, fused=True).backward()
         optimizer.step()
 
     return _measure(step, steps, warmup)
@@ -138,7 +138,7 @@ def bench_torch(steps: int, warmup: int) -> dict:
         return F.cross_entropy(logits.reshape(-1, CONFIG.vocab), targets.reshape(-1))
 
     # Agreement with glassllm on one forward/backward before timing anything.
-    ours = reference.loss(ids_np, targets_np)
+    ours = reference.loss(ids_np, targets_np, fused=True)
     ours.backward()
     theirs = loss_fn()
     theirs.backward()

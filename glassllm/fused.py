@@ -1,28 +1,15 @@
-"""Fused ops: one node with a hand-written backward where the composition is slow (issue 18).
+"""Fused nodes: a layer of `glassllm.layers` as one node with a hand-written backward.
 
-`glassllm.layers.rms_norm` composed from autograd's ops records six nodes per call (x·x,
-the sum, the division, +eps, the power, two products), each with a pass over x in the
-backward; `rms_norm` computes it as one node with the closed-form backward.
-
-`glassllm.layers.swiglu` composed from autograd's ops records five nodes per call (two
-products, silu, the gating product, the down product); silu alone makes four temporary
-arrays in its backward. `swiglu` computes it as one node: the backward reuses silu(a)
-from the forward and works in place on the arrays it makes.
-
-The core of `glassllm.layers.attention` composed from the primitives of
-`glassllm.autograd` records about ten nodes per call: a transpose of k, the scaling, the
-mask, the softmax, two products and `repeat_kv`, which copies every key and value head
-H/Hkv times (and sums those copies again in the backward). `causal_attention` computes
-the same math as one node, and never copies a key/value head: the H/Hkv query heads that
-share a key/value head are stacked into one matrix, so one product serves them all.
-`attention` is the whole layer as one node (the projections, rope, that core, the merge
-of the heads and the output projection: fourteen nodes composed); its backward computes
-x's gradient through the three projections as one product.
-
-The composed forms stay in the code (`attention_composed`, `causal_attention_composed`,
-`rms_norm_composed`, `swiglu_composed`): they are the reference. `tests/test_fused.py`
-checks that both give the same values and gradients, and runs the gradient checker on the
-fused ones.
+`glassllm.layers.rms_norm`, `attention` and `swiglu` are composed from the ops of
+`glassllm.autograd`, and that is what runs by default: the lines a student reads. Each
+takes ``fused=True`` too, the training loop's choice (`glassllm.training.train_steps`),
+which runs the function of the same name here: the same math as one node, with its
+backward written out, so the graph records one node per layer instead of six to
+fourteen, and the backward reuses what the forward computed. `tests/test_fused.py`
+checks every node against its layer's composed lines (the value and every gradient, at
+several shapes and with GQA, to a tolerance of float64 rounding: the sums run in
+another order) and runs the gradient checker on each; docs/performance.md has the
+timings and what each shortcut saves.
 
 Shape letters (STYLE.md): B batch · n sequence length · H query heads · Hkv key/value
 heads · dk head dimension; r = H / Hkv query heads per key/value head; d model width ·
@@ -41,62 +28,25 @@ from glassllm.autograd import (
     _rotation,
     _scale_rows,
     _sigmoid_data,
-    masked_fill,
-    matmul,
-    pow,
-    repeat_kv,
-    reshape,
-    rope,
-    silu,
-    softmax,
     softmax_np,
-    transpose,
-    tsum,
 )
 from glassllm.tensor import Tensor
 
-__all__ = [
-    "attention",
-    "attention_composed",
-    "causal_attention",
-    "causal_attention_composed",
-    "rms_norm",
-    "rms_norm_composed",
-    "swiglu",
-    "swiglu_composed",
-]
-
-
-def _check(q: Tensor, k: Tensor, v: Tensor) -> tuple[int, int, int, int, int]:
-    """(B, H, Hkv, n, dk) of q (B, H, n, dk), k and v (B, Hkv, n, dk); ValueError otherwise."""
-    if q.ndim != 4 or k.shape != v.shape or k.ndim != 4:
-        raise ValueError(
-            "causal_attention: q must be (B, H, n, dk) and k, v the same (B, Hkv, n, dk), "
-            f"got q {q.shape}, k {k.shape}, v {v.shape}"
-        )
-    B, H, n, dk = q.shape
-    if k.shape[0] != B or k.shape[2:] != (n, dk) or k.shape[1] < 1 or H % k.shape[1]:
-        raise ValueError(
-            f"causal_attention: k and v {k.shape} must be (B, Hkv, n, dk) with Hkv "
-            f"dividing H, for q {q.shape}"
-        )
-    return B, H, k.shape[1], n, dk
+__all__ = ["attention", "rms_norm", "swiglu"]
 
 
 def _row_dot(a: np.ndarray, b: np.ndarray) -> np.ndarray:
     """Σ_j a·b over the last axis, keepdims: (..., m) · (..., m) → (..., 1).
 
-    One pass with no (..., m) temporary (np.sum(a * b) makes one and sums it: 4x the
-    time at the attention's (8, 2, 128, 64)); the sum runs in another order than
-    np.sum's, so the last bits may differ from the composed ops' (tests: 1e-14).
+    One pass with no (..., m) temporary, which np.sum(a * b) would make; the sum runs in
+    another order than np.sum's, so the last bits may differ from the composed ops'.
     """
     return np.einsum("...j,...j->...", a, b)[..., None]
 
 
 def _divide_by_root(a: np.ndarray, root: float) -> None:
     """a /= root, in place. When root is a power of two (√dk for dk = 4, 16, 64, …),
-    multiplying by 1/root is exact, so it gives the division's bits at a fraction of its
-    cost (a float64 division is several times slower than a product)."""
+    multiplying by 1/root is exact, so it gives the division's bits with a product."""
     if math.frexp(root)[0] == 0.5:  # root = 2^k: 1/root is exact, and so is a·(1/root)
         a *= 1.0 / root
     else:
@@ -120,8 +70,8 @@ def _causal_softmax(scores: np.ndarray, future: np.ndarray, visible: np.ndarray)
     The same operations on the visible entries, so the same bits: subtract the row's
     maximum, exponentiate, divide by the row's sum; the future's probabilities are written
     as the exact 0 that exp(−inf) gives. The −inf is never written: the maximum and exp
-    skip the future with ``where=`` instead (exp(−inf) takes NumPy's slow path for special
-    values: half the entries −inf cost 2x a plain exp).
+    skip the future with ``where=`` instead (exp(−inf) takes NumPy's slow path for
+    special values).
     """
     if scores.size == 0:
         return softmax_np(scores, axis=-1)
@@ -135,7 +85,8 @@ def _causal_softmax(scores: np.ndarray, future: np.ndarray, visible: np.ndarray)
 def _grouped_attention(
     qg: np.ndarray, k: np.ndarray, v: np.ndarray, r: int
 ) -> tuple[np.ndarray, np.ndarray]:
-    """The forward math of `causal_attention` on arrays: (out, p), both new arrays.
+    """The core of the attention on arrays, the query heads of a group stacked so that
+    no key or value head is copied: (out, p), both new arrays.
 
     qg (B, Hkv, r·n, dk): the r query heads of each key/value head stacked;
     k, v (B, Hkv, n, dk) → out (B, Hkv, r·n, dk) and p (B, Hkv, r·n, n) (the
@@ -153,7 +104,10 @@ def _grouped_attention_grads(
     gg: np.ndarray, p: np.ndarray, qg: np.ndarray, k: np.ndarray, v: np.ndarray,
     need_qk: bool = True,
 ) -> tuple[np.ndarray | None, np.ndarray | None, np.ndarray]:
-    """The backward math of `causal_attention` on arrays: (gq·√dk, gk·√dk, gv), grouped.
+    """The backward of `_grouped_attention` on arrays: (gq·√dk, gk·√dk, gv), grouped.
+
+    With dp = g·vᵀ and ds = p * (dp − Σ_j dp·p) (softmax's backward): gv = pᵀ·g,
+    gq = ds·k/√dk, gk = dsᵀ·qg/√dk.
 
     gg (B, Hkv, r·n, dk) is the gradient of out; gq is (B, Hkv, r·n, dk), gk and gv
     (B, Hkv, n, dk). gq and gk are None when not `need_qk`. The caller divides gq and gk
@@ -168,69 +122,6 @@ def _grouped_attention_grads(
     return np.matmul(ds, k), np.matmul(np.swapaxes(ds, -1, -2), qg), gv
 
 
-def causal_attention(q: Tensor, k: Tensor, v: Tensor) -> Tensor:
-    """Causal grouped-query attention as one node: out = softmax(q·kᵀ/√dk, future = −inf)·v.
-
-    Query head h reads key/value head h // r (r = H/Hkv adjacent query heads per
-    key/value head, the order of `repeat_kv`). The r query heads of a group are stacked
-    into one (r·n, dk) matrix, so each product is one per key/value head and no key or
-    value is copied.
-
-    Shapes: q (B, H, n, dk); k, v (B, Hkv, n, dk); out (B, H, n, dk).
-    With qg = q grouped (B, Hkv, r·n, dk), p = softmax(mask(qg·kᵀ/√dk)) (B, Hkv, r·n, n):
-
-    Backward:
-        v: pᵀ·g                      (summed over the r heads of a group by the product)
-        q: ds·k/√dk, with dp = g·vᵀ and ds = p * (dp − Σ_j dp·p)  (softmax's backward)
-        k: dsᵀ·qg/√dk
-
-    Raises: ValueError when the shapes are not as above (names all three).
-
-    Example:
-        >>> rng = np.random.default_rng(0)
-        >>> q = Tensor(rng.normal(size=(1, 2, 3, 4)))  # B=1, H=2, n=3, dk=4
-        >>> k, v = Tensor(rng.normal(size=(1, 1, 3, 4))), Tensor(rng.normal(size=(1, 1, 3, 4)))
-        >>> ref = causal_attention_composed(q, k, v).data
-        >>> bool(np.allclose(causal_attention(q, k, v).data, ref, rtol=0, atol=1e-13))
-        True
-
-    SPEC L6, L7 (the math of `attention`); Vaswani et al. 2017; Ainslie et al. 2023 (GQA).
-    """
-    B, H, hkv, n, dk = _check(q, k, v)
-    qg = q.data.reshape(B, hkv, H // hkv * n, dk)  # (B, Hkv, r·n, dk): the group's heads stacked
-    k_data, v_data = k.data, v.data
-    out, p = _grouped_attention(qg, k_data, v_data, H // hkv)  # (B, Hkv, r·n, dk), p
-
-    def backward(g: np.ndarray):
-        gg = g.reshape(B, hkv, H // hkv * n, dk)  # (B, Hkv, r·n, dk)
-        gq, gk, gv = _grouped_attention_grads(
-            gg, p, qg, k_data, v_data, need_qk=q.requires_grad or k.requires_grad
-        )
-        if gq is not None:
-            _divide_by_root(gq, math.sqrt(dk))
-            _divide_by_root(gk, math.sqrt(dk))
-        return (gq.reshape(B, H, n, dk) if q.requires_grad else None,
-                gk if k.requires_grad else None,
-                gv if v.requires_grad else None)
-
-    return Tensor._make(out.reshape(B, H, n, dk), (q, k, v), "causal_attention", backward)
-
-
-def causal_attention_composed(q: Tensor, k: Tensor, v: Tensor) -> Tensor:
-    """The same math as `causal_attention`, composed from autograd's primitives (the reference).
-
-    Shapes: q (B, H, n, dk); k, v (B, Hkv, n, dk); out (B, H, n, dk).
-
-    Backward: by the chain rule through repeat_kv, transpose, matmul, masked_fill, softmax.
-    """
-    _, H, hkv, n, dk = _check(q, k, v)
-    k = repeat_kv(k, H // hkv)  # (B, H, n, dk)
-    v = repeat_kv(v, H // hkv)  # (B, H, n, dk)
-    scores = matmul(q, transpose(k, (0, 1, 3, 2))) / math.sqrt(dk)  # (B, H, n, n)
-    future = np.triu(np.ones((n, n), dtype=bool), k=1)  # (n, n): True above the diagonal
-    return matmul(softmax(masked_fill(scores, future, -np.inf), axis=-1), v)  # (B, H, n, dk)
-
-
 def attention(
     x: Tensor,
     wq: Tensor,
@@ -243,18 +134,18 @@ def attention(
     sin: np.ndarray,
 ) -> Tensor:
     """Causal grouped-query self-attention with rotary positions as one node: the math of
-    `glassllm.layers.attention`, whose composed form is `attention_composed`.
+    the composed lines of `glassllm.layers.attention`, which calls this with ``fused=True``.
 
     Shapes: x (B, n, d); wq (d, H·dk); wk, wv (d, Hkv·dk); wo (H·dk, d); cos, sin
     (n, dk/2); out (B, n, d). The caller (`layers.attention`) has checked them.
 
     Forward, on x2 = x as (B·n, d), each projection split into heads (B, heads, n, dk):
         q = rope(x2·wq), k = rope(x2·wk), v = x2·wv   (rope: each (even, odd) pair · e^{iθ})
-        heads = causal_attention(q, k, v)              (B, H, n, dk)
+        heads = the causal core, grouped (B, H, n, dk)  (`_grouped_attention`)
         merged = heads as (B·n, H·dk);  out = merged·wo
 
-    Backward, with gm = g·woᵀ split into heads and causal_attention's backward giving
-    gq, gk, gv from it:
+    Backward, with gm = g·woᵀ split into heads and the core's backward giving gq, gk,
+    gv from it (`_grouped_attention_grads`):
         wo: mergedᵀ·g
         G = [gq·e^{−iθ} | gk·e^{−iθ} | gv] as (B·n, (H + 2·Hkv)·dk): rope's transposed
             rotation, each gradient written in the column block of its projection
@@ -263,19 +154,21 @@ def attention(
         n_heads, n_kv_heads, cos, sin: not differentiable
 
     One node instead of fourteen (three projections, their reshapes and transposes, two
-    ropes, causal_attention, the merge and the output projection): the forward does the
-    same operations in the same order, though on other shapes (x as one (B·n, d) product,
-    a group's query heads stacked), so BLAS may sum in another order: the same numbers up
-    to rounding; the backward writes each head's gradient where the one product for x and
-    the weights reads it.
+    ropes, repeat_kv twice, the scores, mask, softmax and weighted sum, the merge and the
+    output projection): the query heads that share a key/value head are stacked, so no
+    key or value is copied; the forward's operations are the composed lines', on other
+    shapes (x as one (B·n, d) product, a group's query heads stacked), so BLAS may sum in
+    another order: the same numbers up to rounding; the backward writes each head's
+    gradient where the one product for x and the weights reads it.
 
     Example:
+        >>> from glassllm import layers
         >>> rng = np.random.default_rng(0)
         >>> x = Tensor(rng.normal(size=(1, 3, 8)))
         >>> w = [Tensor(rng.normal(size=s)) for s in [(8, 8), (8, 4), (8, 4), (8, 8)]]
-        >>> cos, sin = np.cos(np.ones((3, 2))), np.sin(np.ones((3, 2)))
-        >>> ref = attention_composed(x, *w, 2, 1, cos, sin).data
-        >>> bool(np.allclose(attention(x, *w, 2, 1, cos, sin).data, ref, rtol=1e-12, atol=1e-12))
+        >>> cos, sin = layers.rope_angles(3, 4)
+        >>> composed = layers.attention(x, *w, 2, 1, cos, sin).data
+        >>> bool(np.allclose(attention(x, *w, 2, 1, cos, sin).data, composed, rtol=1e-12))
         True
 
     SPEC L6, L7. Vaswani et al. 2017; Su et al. 2021 (RoPE); Ainslie et al. 2023 (GQA).
@@ -328,38 +221,6 @@ def attention(
     return Tensor._make(out, (x, wq, wk, wv, wo), "attention", backward)
 
 
-def attention_composed(
-    x: Tensor,
-    wq: Tensor,
-    wk: Tensor,
-    wv: Tensor,
-    wo: Tensor,
-    n_heads: int,
-    n_kv_heads: int,
-    cos: np.ndarray,
-    sin: np.ndarray,
-) -> Tensor:
-    """The same math as `attention`, composed from autograd's ops (the reference).
-
-    Shapes: x (B, n, d); wq (d, H·dk); wk, wv (d, Hkv·dk); wo (H·dk, d); cos, sin
-    (n, dk/2); out (B, n, d).
-
-    Backward: by the chain rule through matmul, reshape, transpose, rope and
-    `causal_attention_composed`.
-    """
-    B, n, d = x.shape
-    dk = d // n_heads
-
-    def heads(w: Tensor, count: int) -> Tensor:  # (B, count, n, dk)
-        return transpose(reshape(matmul(x, w), (B, n, count, dk)), (0, 2, 1, 3))
-
-    q = rope(heads(wq, n_heads), cos, sin)  # (B, H, n, dk)
-    k = rope(heads(wk, n_kv_heads), cos, sin)  # (B, Hkv, n, dk)
-    out = causal_attention_composed(q, k, heads(wv, n_kv_heads))  # (B, H, n, dk)
-    merged = reshape(transpose(out, (0, 2, 1, 3)), (B, n, n_heads * dk))  # (B, n, H·dk)
-    return matmul(merged, wo)  # (B, n, d)
-
-
 def rms_norm(x: Tensor, weight: Tensor, eps: float = 1e-6) -> Tensor:
     """RMSNorm as one node: out = x · r · weight, with r = 1/sqrt(mean(x², last axis) + eps).
 
@@ -372,15 +233,16 @@ def rms_norm(x: Tensor, weight: Tensor, eps: float = 1e-6) -> Tensor:
         eps: not differentiable (L0.6)
 
     Example:
+        >>> from glassllm import layers
         >>> x, w = Tensor([[3.0, 4.0]]), Tensor([1.0, 2.0])
-        >>> bool(np.array_equal(rms_norm(x, w).data, rms_norm_composed(x, w).data))
+        >>> bool(np.allclose(rms_norm(x, w).data, layers.rms_norm(x, w).data, rtol=1e-15))
         True
 
     SPEC L7. Zhang & Sennrich 2019, "Root Mean Square Layer Normalization".
     """
     x_data, w_data = x.data, weight.data
     d = x_data.shape[-1]
-    # the composed form's operations in its order, so the forward is the same bit for bit
+    # the composed form's operations in its order
     out = np.multiply(x_data, x_data)  # x², in the output's buffer until the last line
     inv_rms = 1.0 / np.sqrt(np.sum(out, axis=-1, keepdims=True) / d + eps)  # (..., 1)
     y = _scale_rows(x_data, inv_rms)  # x · r, (..., d)
@@ -402,23 +264,9 @@ def rms_norm(x: Tensor, weight: Tensor, eps: float = 1e-6) -> Tensor:
     return Tensor._make(out, (x, weight), "rms_norm", backward)
 
 
-def rms_norm_composed(x: Tensor, weight: Tensor, eps: float = 1e-6) -> Tensor:
-    """The same math as `rms_norm`, composed from autograd's ops (the reference).
-
-    Shapes: x (..., d); weight (d,); out (..., d).
-
-    Backward: by the chain rule through mul, tsum, div, add, pow.
-    """
-    d = x.shape[-1]
-    mean_square = tsum(x * x, axis=-1, keepdims=True) / d  # (..., 1)
-    inv_rms = pow(mean_square + eps, -0.5)  # (..., 1)
-    return x * inv_rms * weight  # (..., d)
-
-
-# swiglu's forward runs on blocks of this many rows (of x as (N, d)). Measured at the bench
-# shape (N = 512, d = 64, F = 192, one BLAS thread): 64 rows 7 % faster than the whole
-# array, 32 and 128 rows no faster. A block's temporaries stay in the CPU's cache, and its
-# products are small enough for OpenBLAS's small-matrix kernel, which skips packing.
+# swiglu works on blocks of this many rows (of x as (N, d)): a block's temporaries stay
+# in the CPU's cache, and its products are small enough for OpenBLAS's small-matrix
+# kernel, which skips packing (docs/performance.md, "Fused SwiGLU", has the timings).
 _ROWS = 64
 # ... and at least this many elements per block (rows × the wider of its two widths): the
 # number of blocks follows the caller's N, so with narrow widths (d = F = 1) blocks of 64
@@ -433,11 +281,8 @@ def _block_rows(width: int) -> int:
 
 def _sum_of_row_block_products(a: np.ndarray, b: np.ndarray) -> np.ndarray:
     """aᵀ·b for a (N, m), b (N, k) → (m, k), as the sum over blocks of `_block_rows` rows
-    of a_blockᵀ·b_block: the same sum in another order (the last bits may differ).
-
-    Measured at swiglu's weight gradients ((64, 512) @ (512, 192) and (192, 512) @
-    (512, 64), one BLAS thread): 10-13 % faster than one product, as the forward's blocks.
-    """
+    of a_blockᵀ·b_block: the same sum in another order (the last bits may differ), in the
+    forward's blocks."""
     rows = _block_rows(max(a.shape[1], b.shape[1]))
     out = a[:rows].T @ b[:rows]
     for i in range(rows, a.shape[0], rows):
@@ -463,10 +308,10 @@ def swiglu(x: Tensor, w1: Tensor, w2: Tensor, w3: Tensor) -> Tensor:
         x: ga·w1ᵀ + gb·w3ᵀ
 
     Example:
-        >>> one = Tensor(np.eye(2))
-        >>> x = Tensor([[0.0, 2.0]])
-        >>> bool(np.array_equal(swiglu(x, one, one, one).data,
-        ...                     swiglu_composed(x, one, one, one).data))
+        >>> from glassllm import layers
+        >>> one, x = Tensor(np.eye(2)), Tensor([[0.0, 2.0]])
+        >>> bool(np.allclose(swiglu(x, one, one, one).data,
+        ...                  layers.swiglu(x, one, one, one).data, rtol=1e-15))
         True
 
     SPEC L7. Shazeer 2020, "GLU Variants Improve Transformer"; silu: Elfwing et al. 2018.
@@ -511,13 +356,3 @@ def swiglu(x: Tensor, w1: Tensor, w2: Tensor, w3: Tensor) -> Tensor:
         return gx, gw1, gw2, gw3
 
     return Tensor._make(out, (x, w1, w2, w3), "swiglu", backward)
-
-
-def swiglu_composed(x: Tensor, w1: Tensor, w2: Tensor, w3: Tensor) -> Tensor:
-    """The same math as `swiglu`, composed from autograd's ops (the reference).
-
-    Shapes: x (..., d); w1, w3 (d, F); w2 (F, d); out (..., d).
-
-    Backward: by the chain rule through matmul, silu, mul, matmul.
-    """
-    return matmul(silu(matmul(x, w1)) * matmul(x, w3), w2)  # (..., d)

@@ -4,9 +4,12 @@ Without a cache, sampling token t reruns the whole context (n positions) through
 layer, although the keys and values of positions < t have not changed: position s only
 ever attends to positions ≤ s (the causal mask), so its k and v are fixed once computed.
 The cache keeps, per layer, the RoPE-rotated keys and the values of the positions seen
-so far, and a step computes q, k, v for the new position only:
+so far, and a step runs the model's own forward on the new positions only
+(``GlassLM.forward(ids, cache=...)``): ``glassllm.layers.attention`` appends their keys
+and values to its layer's cache and lets each new query attend to every cached key and
+the new ones up to its own:
 
-    scores = q_t · [K_cache; k_t]ᵀ / √dk      (1 query row against t+1 keys, no mask)
+    scores = q_t · [K_cache; k_t]ᵀ / √dk      (1 query row against t+1 keys)
 
 This is inference only (under ``no_grad``): nothing here is differentiated.
 
@@ -16,72 +19,64 @@ dropped tokens), so a cache of the old window is wrong. Past ``max_seq_len`` the
 rebuilt from the cropped window each step: the same tokens as without a cache, with the
 speed-up only while the text fits in the window.
 
-Shapes (STYLE.md letters): per layer the cache holds k, v of shape (1, Hkv, t, dk).
+Shapes (STYLE.md letters): per layer the cache holds k, v of shape (B, Hkv, t, dk).
 """
 
 from __future__ import annotations
 
-import math
 from collections.abc import Callable
 
 import numpy as np
 
 from glassllm import Tensor, no_grad
-from glassllm.autograd import repeat_kv, reshape, rope, softmax_np, transpose
-from glassllm.layers import linear, rms_norm, rope_angles, swiglu
+from glassllm.grad_mode import is_grad_enabled
 from glassllm.modules import GlassLM
 
-__all__ = ["KVCache", "next_logits_cached"]
+__all__ = ["KVCache", "LayerCache", "next_logits_cached"]
+
+
+class LayerCache:
+    """One layer's keys (RoPE applied) and values of the positions seen so far."""
+
+    def __init__(self) -> None:
+        self.k: np.ndarray | None = None  # (B, Hkv, t, dk)
+        self.v: np.ndarray | None = None  # (B, Hkv, t, dk)
+
+    def append(self, k: Tensor, v: Tensor) -> tuple[Tensor, Tensor]:
+        """Add the new positions' k, v (B, Hkv, m, dk); return all t+m of each.
+
+        Raises RuntimeError while gradients are recorded: the cached arrays are
+        constants, so a gradient would silently stop at them.
+        """
+        if is_grad_enabled():
+            raise RuntimeError("a KV cache is for generation: run the model under no_grad")
+        if self.k is not None:
+            k = Tensor(np.concatenate([self.k, k.data], axis=2))  # (B, Hkv, t+m, dk)
+            v = Tensor(np.concatenate([self.v, v.data], axis=2))
+        self.k, self.v = k.data, v.data
+        return k, v
 
 
 class KVCache:
-    """Per-layer keys (RoPE applied) and values of the first ``length`` positions."""
+    """Every layer's ``LayerCache`` and the tokens whose keys and values they hold."""
 
     def __init__(self, model: GlassLM):
         self.model = model
         self.tokens: list[int] = []  # the positions cached, in order
-        self.k: list[np.ndarray | None] = [None] * len(model.blocks)  # (1, Hkv, t, dk)
-        self.v: list[np.ndarray | None] = [None] * len(model.blocks)  # (1, Hkv, t, dk)
+        self.layers = [LayerCache() for _ in model.blocks]
+
+    @property
+    def length(self) -> int:
+        """t, the number of positions cached."""
+        return len(self.tokens)
 
     def extend(self, new: list[int]) -> np.ndarray:
         """Run the positions ``new`` after the cached ones; return the last one's logits (V,).
 
         ids (1, m) at positions t .. t+m-1; each query i attends to keys 0 .. t+i.
         """
-        cfg = self.model.config
-        t, m = len(self.tokens), len(new)
-        H, Hkv = cfg.n_heads, cfg.n_kv_heads
-        dk = cfg.d_model // H
-        cos, sin = rope_angles(m, dk, cfg.rope_theta, offset=t)  # (m, dk/2)
-        keys = np.arange(t + m)  # (t+m,)
-        future = keys[None, :] > (t + np.arange(m))[:, None]  # (m, t+m)
         with no_grad():
-            x = self.model.tok_emb(np.array([new]))  # (1, m, d)
-            for layer, block in enumerate(self.model.blocks):
-                a = block.attn
-                h = rms_norm(x, block.attn_norm.weight, cfg.norm_eps)  # (1, m, d)
-                q = transpose(reshape(linear(h, a.wq), (1, m, H, dk)), (0, 2, 1, 3))
-                k = transpose(reshape(linear(h, a.wk), (1, m, Hkv, dk)), (0, 2, 1, 3))
-                v = transpose(reshape(linear(h, a.wv), (1, m, Hkv, dk)), (0, 2, 1, 3))
-                q = rope(q, cos, sin).data  # (1, H, m, dk)
-                k = rope(k, cos, sin).data  # (1, Hkv, m, dk)
-                if self.k[layer] is not None:
-                    k = np.concatenate([self.k[layer], k], axis=2)  # (1, Hkv, t+m, dk)
-                    v = np.concatenate([self.v[layer], v.data], axis=2)
-                else:
-                    v = v.data
-                self.k[layer], self.v[layer] = k, v
-                kr = repeat_kv(Tensor(k), H // Hkv).data  # (1, H, t+m, dk)
-                vr = repeat_kv(Tensor(v), H // Hkv).data  # (1, H, t+m, dk)
-                scores = q @ kr.transpose(0, 1, 3, 2) / math.sqrt(dk)  # (1, H, m, t+m)
-                scores = np.where(future, -np.inf, scores)
-                heads = softmax_np(scores, axis=-1) @ vr  # (1, H, m, dk)
-                merged = heads.transpose(0, 2, 1, 3).reshape(1, m, H * dk)  # (1, m, d)
-                x = x + linear(Tensor(merged), a.wo)  # (1, m, d): residual 1
-                f = block.ffn
-                x = x + swiglu(rms_norm(x, block.ffn_norm.weight, cfg.norm_eps),
-                               f.w1, f.w2, f.w3)  # (1, m, d): residual 2
-            logits = self.model.head(self.model.norm(x))  # (1, m, V)
+            logits = self.model(np.array([new]), cache=self)  # (1, m, V)
         self.tokens.extend(new)
         return logits.data[0, -1]  # (V,)
 

@@ -8,9 +8,11 @@ weights (``Linear``, ``Embedding``, ``RMSNorm``, ``Attention``, ``SwiGLU``, ``Bl
 Every layer exists twice: as a *functional form* that takes its weights as explicit
 arguments (so a gradient sandbox can show the gradient of each weight), and as a
 *module* that owns those weights and calls the functional form. Everything is composed
-from ``glassllm.autograd`` only; there is no hand-written backward in this file.
-``attention``, ``rms_norm`` and ``swiglu`` run as fused nodes (``glassllm.fused``), whose
-tests show they give the numbers of the composed lines kept beside them (issue 18).
+from ``glassllm.autograd`` only; there is no hand-written backward in this file: the
+lines you read are the lines that run. ``rms_norm``, ``attention`` and ``swiglu`` also
+take ``fused=True``, the training loop's choice: the same math as one node each, with
+its backward written out by hand (``glassllm.fused``, nanoGPT's ``if self.flash:``),
+tested equal to these lines (tests/test_fused.py).
 
 Shape letters (STYLE.md): B batch · n sequence length · d model width · H query heads ·
 Hkv key/value heads · dk head dimension · V vocabulary · F feed-forward width ·
@@ -34,23 +36,25 @@ import math
 from collections.abc import Callable
 from contextvars import ContextVar
 from dataclasses import asdict, dataclass
+from typing import Any
 
 import numpy as np
 
 from glassllm import Tensor
+from glassllm import fused as _fused
 from glassllm.autograd import (
     masked_fill,
     matmul,
+    pow,
     repeat_kv,
     reshape,
     rope,
+    silu,
     softmax,
     transpose,
+    tsum,
 )
 from glassllm.checks import check_int, check_real
-from glassllm.fused import attention as fused_attention
-from glassllm.fused import rms_norm as fused_rms_norm
-from glassllm.fused import swiglu as fused_swiglu
 from glassllm.shapes import ShapeError, positive_count
 
 __all__ = [  # the module classes too: given by __getattr__ below, from glassllm.modules
@@ -80,8 +84,9 @@ Shape = tuple[int, ...]
 
 # A hook on the attention probabilities (B, H, n, n) of every ``attention`` call: unset
 # (None) in normal use. ``glassllm.training.attention_maps`` sets it to record them (and
-# keep their gradients); its tests set it to nudge them for finite differences. A
-# ContextVar, so one request's probe never sees another's (H6).
+# keep their gradients); its tests set it to nudge them for finite differences. While it
+# is set, ``fused=True`` runs the composed lines too: the probe needs the probabilities
+# as a tensor of their own. A ContextVar, so one request's probe never sees another's (H6).
 ATTENTION_PROBE: ContextVar[Callable[[Tensor], Tensor] | None] = ContextVar(
     "glassllm_attention_probe", default=None)
 
@@ -234,7 +239,7 @@ def rms_norm_shape(x: Shape, weight: Shape, name: str = "weight") -> Shape:
     return tuple(x)
 
 
-def rms_norm(x: Tensor, weight: Tensor, eps: float = 1e-6) -> Tensor:
+def rms_norm(x: Tensor, weight: Tensor, eps: float = 1e-6, *, fused: bool = False) -> Tensor:
     """Root-mean-square normalisation of the last axis, then a learned per-feature gain.
 
     out = x / sqrt(mean(x², last axis) + eps) · weight. Unlike LayerNorm there is no
@@ -243,9 +248,15 @@ def rms_norm(x: Tensor, weight: Tensor, eps: float = 1e-6) -> Tensor:
     Shapes:
         x: (..., d); weight: (d,); out: (..., d).
 
-    Backward (one fused node, equal to the composed ops' chain rule; tests/test_fused.py):
-        x: weight·g/r − x · sum(x·weight·g, last axis) / (d · r³), with r = sqrt(mean(x²)+eps)
-        weight: sum over leading axes of g · x / r
+    Backward:
+        x: weight * g / r - x * sum(x * weight * g, last axis) / (d * r**3),
+           r = sqrt(mean(x**2, last axis) + eps)
+        weight: sum over the leading axes of g * x / r
+        eps: not differentiable (L0.6)
+
+    The gradients come from the chain rule through the lines below. ``fused=True`` runs
+    the same math as one node with this backward written out (``glassllm.fused.rms_norm``,
+    the training loop's choice; tests/test_fused.py checks both agree).
 
     Raises:
         ShapeError (a ValueError): weight is not (d,) for x's last axis d; x is 0-d.
@@ -256,13 +267,13 @@ def rms_norm(x: Tensor, weight: Tensor, eps: float = 1e-6) -> Tensor:
 
     SPEC L7. Zhang & Sennrich 2019, "Root Mean Square Layer Normalization".
     """
-    rms_norm_shape(_shape_of(x), _shape_of(weight))
-    # one fused node (glassllm/fused.py); its reference, rms_norm_composed, reads:
-    #   mean_square = tsum(x * x, axis=-1, keepdims=True) / d  # (..., 1)
-    #   inv_rms = pow(mean_square + eps, -0.5)                 # (..., 1)
-    #   return x * inv_rms * weight                            # (..., d)
+    d = rms_norm_shape(_shape_of(x), _shape_of(weight))[-1]
     x, weight = (t if isinstance(t, Tensor) else Tensor(t) for t in (x, weight))
-    return fused_rms_norm(x, weight, eps)  # (..., d)
+    if fused:
+        return _fused.rms_norm(x, weight, eps)  # (..., d): one node, the same math
+    mean_square = tsum(x * x, axis=-1, keepdims=True) / d  # (..., 1)
+    inv_rms = pow(mean_square + eps, -0.5)  # (..., 1)
+    return x * inv_rms * weight  # (..., d)
 
 
 # ---------------------------------------------------------------------------------------
@@ -294,9 +305,9 @@ def linear(x: Tensor, weight: Tensor) -> Tensor:
     Shapes:
         x: (..., d_in); weight: (d_in, d_out); out: (..., d_out).
 
-    Backward:
-        x: g @ weight.T
-        weight: x.T @ g, summed over every leading (batch) axis
+    Backward (ᵀ swaps the last two axes):
+        x: g @ weightᵀ
+        weight: xᵀ @ g, summed over every leading (batch) axis
 
     Raises:
         ShapeError (a ValueError): weight is not 2-D, or its first axis is not x's last.
@@ -364,6 +375,9 @@ def attention(
     n_kv_heads: int,
     cos: np.ndarray,
     sin: np.ndarray,
+    *,
+    fused: bool = False,
+    cache: Any = None,
 ) -> Tensor:
     """Causal grouped-query self-attention with rotary positions.
 
@@ -375,14 +389,22 @@ def attention(
 
     Shapes:
         x: (B, n, d); wq: (d, H·dk); wk, wv: (d, Hkv·dk); wo: (H·dk, d), with dk = d/H;
-        cos, sin: (n, dk/2) from ``rope_angles``; out: (B, n, d).
+        cos, sin: (n, dk/2) from ``rope_angles`` (at x's positions); out: (B, n, d).
 
-    Backward (one fused node, ``glassllm.fused.attention``, equal to the chain rule through
-    the composed lines below — matmul, reshape, transpose, rope, repeat_kv, masked_fill,
-    softmax — which run instead while ``ATTENTION_PROBE`` is set; tests/test_fused.py):
-        x, wq, wk, wv, wo: by the chain rule through those ops
+    Backward:
+        x, wq, wk, wv, wo: the chain rule through its composed lines (linear, reshape,
+            transpose, rope, repeat_kv, matmul, masked_fill, softmax), written below
         n_heads, n_kv_heads: not differentiable (integers, L2.4)
         cos, sin: not differentiable (trig tables, L0.6)
+
+    ``fused=True`` runs the same math as one node with its backward written out
+    (``glassllm.fused.attention``): the training loop's choice, tested equal to these
+    lines (tests/test_fused.py). While ``ATTENTION_PROBE`` is set these lines run anyway.
+
+    ``cache`` (generation only, under ``no_grad``): the layer's keys and values of the t
+    positions before x's (``glassllm.kvcache``); x's keys and values are appended to it,
+    and each query attends to the t cached positions and x's up to its own. Without a
+    cache t = 0.
 
     Raises:
         ShapeError (a ValueError), before any product: d not divisible by H, or H not
@@ -403,13 +425,13 @@ def attention(
         *(_shape_of(t) for t in (x, wq, wk, wv, wo)), n_heads, n_kv_heads,
         np.shape(cos), np.shape(sin),
     )
-    dk = d // n_heads
     probe = ATTENTION_PROBE.get()
-    if probe is None:  # the lines below as one node: the same numbers (glassllm/fused.py)
+    if fused and probe is None and cache is None:
         x, wq, wk, wv, wo = (t if isinstance(t, Tensor) else Tensor(t)
                              for t in (x, wq, wk, wv, wo))
-        return fused_attention(x, wq, wk, wv, wo, n_heads, n_kv_heads, cos, sin)  # (B, n, d)
+        return _fused.attention(x, wq, wk, wv, wo, n_heads, n_kv_heads, cos, sin)  # (B, n, d)
 
+    dk = d // n_heads
     q = reshape(linear(x, wq), (B, n, n_heads, dk))  # (B, n, H, dk)
     k = reshape(linear(x, wk), (B, n, n_kv_heads, dk))  # (B, n, Hkv, dk)
     v = reshape(linear(x, wv), (B, n, n_kv_heads, dk))  # (B, n, Hkv, dk)
@@ -419,13 +441,16 @@ def attention(
 
     q = rope(q, cos, sin)  # (B, H, n, dk)
     k = rope(k, cos, sin)  # (B, Hkv, n, dk)
-    # the probe needs the weights as a tensor of their own: the composed lines
-    k = repeat_kv(k, n_heads // n_kv_heads)  # (B, H, n, dk)
-    v = repeat_kv(v, n_heads // n_kv_heads)  # (B, H, n, dk)
-    scores = matmul(q, transpose(k, (0, 1, 3, 2))) / math.sqrt(dk)  # (B, H, n, n)
-    future = np.triu(np.ones((n, n), dtype=bool), k=1)  # (n, n): True above the diagonal
-    weights = softmax(masked_fill(scores, future, -np.inf), axis=-1)  # (B, H, n, n)
-    weights = probe(weights)  # (B, H, n, n): recorded (or nudged) by the caller
+    if cache is not None:  # generation: the t earlier positions' keys and values first
+        k, v = cache.append(k, v)  # (B, Hkv, t+n, dk) each
+    t = k.shape[2] - n  # positions before x's
+    k = repeat_kv(k, n_heads // n_kv_heads)  # (B, H, t+n, dk)
+    v = repeat_kv(v, n_heads // n_kv_heads)  # (B, H, t+n, dk)
+    scores = matmul(q, transpose(k, (0, 1, 3, 2))) / math.sqrt(dk)  # (B, H, n, t+n)
+    future = np.triu(np.ones((n, t + n), dtype=bool), k=t + 1)  # (n, t+n): key after query
+    weights = softmax(masked_fill(scores, future, -np.inf), axis=-1)  # (B, H, n, t+n)
+    if probe is not None:
+        weights = probe(weights)  # (B, H, n, t+n): recorded (or nudged) by the caller
     heads = matmul(weights, v)  # (B, H, n, dk)
 
     merged = reshape(transpose(heads, (0, 2, 1, 3)), (B, n, n_heads * dk))  # (B, n, d)
@@ -454,7 +479,7 @@ def swiglu_shape(x: Shape, w1: Shape, w2: Shape, w3: Shape) -> Shape:
     return tuple(x)
 
 
-def swiglu(x: Tensor, w1: Tensor, w2: Tensor, w3: Tensor) -> Tensor:
+def swiglu(x: Tensor, w1: Tensor, w2: Tensor, w3: Tensor, *, fused: bool = False) -> Tensor:
     """The SwiGLU feed-forward: out = (silu(x @ w1) · (x @ w3)) @ w2.
 
     w1 is the *gate* projection, w3 the *up* projection, w2 the *down* projection (the
@@ -464,10 +489,17 @@ def swiglu(x: Tensor, w1: Tensor, w2: Tensor, w3: Tensor) -> Tensor:
     Shapes:
         x: (..., d); w1, w3: (d, F); w2: (F, d); out: (..., d).
 
-    Backward (one fused node, equal to the composed ops' chain rule; tests/test_fused.py),
-    with a = x@w1, b = x@w3, h = silu(a)·b:
-        w2: h.T @ g;  w3: x.T @ ((g @ w2.T) · silu(a));  w1: x.T @ ((g @ w2.T) · b · silu'(a))
-        x: the sum of the two paths back through w1 and w3
+    Backward (ᵀ swaps the last two axes):
+        x: ga @ w1ᵀ + gb @ w3ᵀ, the two paths, with ga = (g @ w2ᵀ) * b * silu'(a),
+           gb = (g @ w2ᵀ) * silu(a), a = x @ w1, b = x @ w3
+        w1: xᵀ @ ((g @ w2ᵀ) * b * silu'(a)), a = x @ w1, b = x @ w3, summed over x's
+            leading axes
+        w2: hᵀ @ g, h = silu(x @ w1) * (x @ w3), summed over x's leading axes
+        w3: xᵀ @ ((g @ w2ᵀ) * silu(x @ w1)), summed over x's leading axes
+
+    The gradients come from the chain rule through the lines below. ``fused=True`` runs
+    the same math as one node with this backward written out (``glassllm.fused.swiglu``,
+    the training loop's choice; tests/test_fused.py checks both agree).
 
     Raises:
         ShapeError (a ValueError): a weight is not shaped as above (names it, both shapes).
@@ -480,12 +512,12 @@ def swiglu(x: Tensor, w1: Tensor, w2: Tensor, w3: Tensor) -> Tensor:
     SPEC L7. Shazeer 2020, "GLU Variants Improve Transformer".
     """
     swiglu_shape(*(_shape_of(t) for t in (x, w1, w2, w3)))
-    # one fused node (glassllm/fused.py); its reference, swiglu_composed, reads:
-    #   gate = silu(linear(x, w1))  # (..., F)
-    #   up = linear(x, w3)          # (..., F)
-    #   return linear(gate * up, w2)  # (..., d)
     x, w1, w2, w3 = (t if isinstance(t, Tensor) else Tensor(t) for t in (x, w1, w2, w3))
-    return fused_swiglu(x, w1, w2, w3)  # (..., d)
+    if fused:
+        return _fused.swiglu(x, w1, w2, w3)  # (..., d): one node, the same math
+    gate = silu(matmul(x, w1))  # (..., F)
+    up = matmul(x, w3)  # (..., F)
+    return matmul(gate * up, w2)  # (..., d)
 
 
 # ---------------------------------------------------------------------------------------
@@ -536,6 +568,8 @@ def transformer_block(
     cos: np.ndarray,
     sin: np.ndarray,
     eps: float = 1e-6,
+    *,
+    fused: bool = False,
 ) -> Tensor:
     """One pre-norm transformer block: two residual additions onto the stream x.
 
@@ -545,9 +579,15 @@ def transformer_block(
         x: (B, n, d); attn_norm, ffn_norm: (d,); wq: (d, H·dk); wk, wv: (d, Hkv·dk);
         wo: (H·dk, d); w1, w3: (d, F); w2: (F, d); cos, sin: (n, dk/2); out: (B, n, d).
 
-    Backward (composed): each weight through its layer; x gets the identity path of
-        both residuals plus the paths through attention and the feed-forward.
-        n_heads, n_kv_heads, cos, sin, eps: not differentiable (L0.6, L2.4).
+    Backward:
+        x: g (the residuals' identity paths) plus the paths back through attention and
+           swiglu, by the chain rule
+        attn_norm, wq, wk, wv, wo, ffn_norm, w1, w2, w3: the chain rule back through
+           the residual adds and the weight's layer (rms_norm, attention or swiglu)
+        n_heads, n_kv_heads, cos, sin, eps: not differentiable (L0.6, L2.4)
+
+    ``fused=True`` runs rms_norm, attention and swiglu as fused nodes (the training
+    loop's choice, tested equal: tests/test_fused.py).
 
     Raises:
         ShapeError (a ValueError), before any work: a gain not (d,), or anything
@@ -567,8 +607,9 @@ def transformer_block(
         *(_shape_of(t) for t in (x, attn_norm, wq, wk, wv, wo, ffn_norm, w1, w2, w3)),
         n_heads, n_kv_heads, np.shape(cos), np.shape(sin),
     )
-    h = x + attention(rms_norm(x, attn_norm, eps), wq, wk, wv, wo, n_heads, n_kv_heads, cos, sin)
-    return h + swiglu(rms_norm(h, ffn_norm, eps), w1, w2, w3)  # (B, n, d)
+    h = x + attention(rms_norm(x, attn_norm, eps, fused=fused), wq, wk, wv, wo, n_heads,
+                      n_kv_heads, cos, sin, fused=fused)  # (B, n, d): residual 1
+    return h + swiglu(rms_norm(h, ffn_norm, eps, fused=fused), w1, w2, w3, fused=fused)
 
 
 # ---------------------------------------------------------------------------------------

@@ -18,6 +18,7 @@ import os
 import tempfile
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -189,8 +190,8 @@ class RMSNorm(Module):
         self.eps = eps
         self.weight = Tensor(np.ones(d), requires_grad=True)
 
-    def forward(self, x: Tensor) -> Tensor:
-        return rms_norm(x, self.weight, self.eps)  # (..., d)
+    def forward(self, x: Tensor, *, fused: bool = False) -> Tensor:
+        return rms_norm(x, self.weight, self.eps, fused=fused)  # (..., d)
 
 
 class Attention(Module):
@@ -207,10 +208,10 @@ class Attention(Module):
         self.wv = _param(rng, (d, n_kv_heads * dk), d**-0.5)
         self.wo = _param(rng, (n_heads * dk, d), out_std)
 
-    def forward(self, x: Tensor, cos: np.ndarray, sin: np.ndarray) -> Tensor:
-        return attention(
-            x, self.wq, self.wk, self.wv, self.wo, self.n_heads, self.n_kv_heads, cos, sin
-        )  # (B, n, d)
+    def forward(self, x: Tensor, cos: np.ndarray, sin: np.ndarray, *, fused: bool = False,
+                cache: Any = None) -> Tensor:
+        return attention(x, self.wq, self.wk, self.wv, self.wo, self.n_heads, self.n_kv_heads,
+                         cos, sin, fused=fused, cache=cache)  # (B, n, d)
 
 
 class SwiGLU(Module):
@@ -221,8 +222,8 @@ class SwiGLU(Module):
         self.w3 = _param(rng, (d, hidden), d**-0.5)
         self.w2 = _param(rng, (hidden, d), out_std)
 
-    def forward(self, x: Tensor) -> Tensor:
-        return swiglu(x, self.w1, self.w2, self.w3)  # (..., d)
+    def forward(self, x: Tensor, *, fused: bool = False) -> Tensor:
+        return swiglu(x, self.w1, self.w2, self.w3, fused=fused)  # (..., d)
 
 
 class Block(Module):
@@ -236,9 +237,13 @@ class Block(Module):
         self.ffn_norm = RMSNorm(d, config.norm_eps)
         self.ffn = SwiGLU(d, config.ffn_hidden, rng, out_std * math.sqrt(d / config.ffn_hidden))
 
-    def forward(self, x: Tensor, cos: np.ndarray, sin: np.ndarray) -> Tensor:
-        h = x + self.attn(self.attn_norm(x), cos, sin)  # (B, n, d): residual 1
-        return h + self.ffn(self.ffn_norm(h))  # (B, n, d): residual 2
+    def forward(self, x: Tensor, cos: np.ndarray, sin: np.ndarray, *, fused: bool = False,
+                cache: Any = None) -> Tensor:
+        """``fused``: the fused layers (the trainer's choice); ``cache``: this block's
+        keys and values so far (generation; ``glassllm.layers.attention``)."""
+        h = x + self.attn(self.attn_norm(x, fused=fused), cos, sin, fused=fused,
+                          cache=cache)  # (B, n, d): residual 1
+        return h + self.ffn(self.ffn_norm(h, fused=fused), fused=fused)  # (B, n, d): residual 2
 
 
 class GlassLM(Module):
@@ -265,34 +270,42 @@ class GlassLM(Module):
         self.norm = RMSNorm(config.d_model, config.norm_eps)
         self.head = Linear(config.d_model, config.vocab, rng)
 
-    def forward(self, ids: np.ndarray) -> Tensor:
+    def forward(self, ids: np.ndarray, *, fused: bool = False, cache: Any = None) -> Tensor:
         """Logits (B, n, V) of ids (B, n): integers in [0, V) of any integer dtype.
+
+        ``fused=True`` runs rms_norm, attention and swiglu as fused nodes (the training
+        loop's choice: the same math, one node each; ``glassllm.fused``). ``cache`` (a
+        ``glassllm.kvcache.KVCache``, generation only): ids continue the positions it
+        holds, and their keys and values are added to it.
 
         Raises TypeError for an id that is not an integer and ValueError for one outside
         [0, V), each naming the first such id; ValueError for a shape that is not
-        (B, n) or n > max_seq_len.
+        (B, n) or more than max_seq_len positions (the cached ones included).
         """
         ids = id_array(ids, "ids", self.config.vocab)
         if ids.ndim != 2:
             raise ValueError(f"ids must be (B, n), got shape {ids.shape}")
-        n = ids.shape[-1]  # ids: (B, n)
-        if n > self.config.max_seq_len:
-            raise ValueError(f"sequence length {n} exceeds max_seq_len {self.config.max_seq_len}")
+        t, n = (0 if cache is None else cache.length), ids.shape[-1]  # t positions cached
+        if t + n > self.config.max_seq_len:
+            raise ValueError(f"sequence length {t + n} exceeds max_seq_len "
+                             f"{self.config.max_seq_len}")
         dk = self.config.d_model // self.config.n_heads
-        cos, sin = rope_angles(n, dk, self.config.rope_theta)  # (n, dk/2) each
+        cos, sin = rope_angles(n, dk, self.config.rope_theta, offset=t)  # (n, dk/2) each
         x = self.tok_emb(ids)  # (B, n, d)
-        for block in self.blocks:
-            x = block(x, cos, sin)  # (B, n, d)
-        return self.head(self.norm(x))  # (B, n, V)
+        for i, block in enumerate(self.blocks):
+            x = block(x, cos, sin, fused=fused,
+                      cache=None if cache is None else cache.layers[i])  # (B, n, d)
+        return self.head(self.norm(x, fused=fused))  # (B, n, V)
 
-    def loss(self, ids: np.ndarray, targets: np.ndarray) -> Tensor:
+    def loss(self, ids: np.ndarray, targets: np.ndarray, *, fused: bool = False) -> Tensor:
         """Mean cross-entropy of next-token prediction: ids, targets (B, n) → scalar.
 
         Both are integer ids in [0, V) of any integer dtype (converted to ``np.intp``);
         TypeError/ValueError name the first bad one, or the shapes when they differ.
+        ``fused`` as in ``forward``.
         """
         targets = id_array(targets, "targets", self.config.vocab)
-        logits = self.forward(ids)  # (B, n, V)
+        logits = self.forward(ids, fused=fused)  # (B, n, V)
         B, n, V = logits.shape
         if targets.shape != (B, n):
             raise ValueError(f"targets must have the shape of ids (B, n) = {(B, n)}, "

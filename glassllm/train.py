@@ -130,7 +130,7 @@ def train(
         ids, targets = get_batch(data, batch_size, seq_len or model.config.max_seq_len,
                                  np.random.default_rng(seed))  # a batch to recompute
         with no_grad():  # finite but huge weights (a finite, absurd lr) can overflow here
-            final = model.loss(ids, targets).item()
+            final = model.loss(ids, targets, fused=True).item()  # as train_steps runs it
         if not np.isfinite(final):
             raise TrainingDiverged(f"the loss after step {steps} is {final}", steps)
     return result

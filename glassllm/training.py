@@ -144,8 +144,11 @@ def train_steps(
 
     Each step: draw B windows of n tokens from ``np.random.default_rng(seed)``, loss =
     mean next-token cross-entropy, backward, clip the global gradient norm to
-    ``max_grad_norm``, optimizer step. With ``every`` = K > 0, steps K, 2K, … and the
-    last also carry the gradient norm of each parameter group (before clipping).
+    ``max_grad_norm``, optimizer step. The model runs with ``fused=True``: its
+    rms_norm, attention and swiglu as one node each with a hand-written backward
+    (``glassllm.fused``), the same math as their composed lines, faster. With ``every``
+    = K > 0, steps K, 2K, … and the last also carry the gradient norm of each parameter
+    group (before clipping).
 
     Raises:
         ValueError: ``optimizer`` not in ``OPTIMIZERS``; ``data`` shorter than n + 1.
@@ -166,7 +169,7 @@ def train_steps(
     for step in range(1, steps + 1):
         ids, targets = get_batch(data, batch_size, seq_len, rng)  # (B, n) each
         opt.zero_grad()
-        loss = model.loss(ids, targets)  # scalar
+        loss = model.loss(ids, targets, fused=True)  # scalar, through the fused layers
         value = loss.item()
         if not np.isfinite(value):
             raise TrainingDiverged(f"the loss is {value} at step {step} of {steps}", step)

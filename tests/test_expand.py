@@ -1,15 +1,17 @@
 """Composite ops opened up (issue 14, item 2): the composition of primitive ops that
 ``evaluate(..., expand=True)`` shows inside a node of cross_entropy, attention, rms_norm,
-swiglu or transformer_block gives the fused op's value and gradients, for a random
+swiglu or transformer_block gives the op's value and gradients, for a random
 incoming gradient, and every inner node carries a value and (where it depends on a
 differentiable input) a gradient."""
 
 from __future__ import annotations
 
+from collections import Counter
+
 import numpy as np
 import pytest
 
-from glassllm import layers
+from glassllm import Tensor, layers
 from glassllm import registry as R
 from glassllm.expr import evaluate
 from glassllm.expr.expand import COMPOSITIONS
@@ -46,22 +48,22 @@ def test_every_composite_layer_op_has_a_composition():
 
 
 @pytest.mark.parametrize("name", sorted(CASES))
-def test_the_composition_gives_the_fused_ops_numbers(name):
+def test_the_composition_gives_the_ops_numbers(name):
     expression, values = CASES[name]
     variables = {k: {"value": v, "requires_grad": k not in CONSTANTS} for k, v in values.items()}
     plain = evaluate(expression, variables)
     seed = rng.normal(size=np.shape(plain["value"]))
-    fused = evaluate(expression, variables, grad_output=seed, expand=True)
-    node = fused["nodes"][fused["output"]]
+    whole = evaluate(expression, variables, grad_output=seed, expand=True)
+    node = whole["nodes"][whole["output"]]
     inner = node["expansion"]
     assert node["op"] == name and inner["expression"] != expression
-    np.testing.assert_allclose(inner["value"], fused["value"], rtol=1e-10, atol=1e-12)
-    # the composition's inputs are the fused node's inputs: their gradients are the op's VJP
+    np.testing.assert_allclose(inner["value"], whole["value"], rtol=1e-10, atol=1e-12)
+    # the composition's inputs are the node's inputs: their gradients are the op's VJP
     for k in values:
         if k in CONSTANTS:
             assert k not in inner["grads"]
             continue
-        np.testing.assert_allclose(inner["grads"][k], fused["grads"][k], rtol=1e-9, atol=1e-12)
+        np.testing.assert_allclose(inner["grads"][k], whole["grads"][k], rtol=1e-9, atol=1e-12)
     primitive_ops = {n["op"] for n in inner["nodes"]}
     assert len(inner["nodes"]) > 3 and name not in primitive_ops
     for n in inner["nodes"]:
@@ -98,3 +100,43 @@ def test_the_eval_route_takes_expand():
     assert inner["value"] == opened["value"] and inner["grads"] == opened["grads"]
     bad = client.post("/api/v1/eval", json={**body, "expand": 1})
     assert bad.status_code == 422 and "expand" in bad.json()["error"]["message"]
+
+
+def _graph_ops(out) -> Counter:
+    """The op of every node the Tensor `out` was computed from (its own graph)."""
+    seen, stack, ops = set(), [out], Counter()
+    while stack:
+        t = stack.pop()
+        if id(t) in seen:
+            continue
+        seen.add(id(t))
+        if t.op:
+            ops[t.op] += 1
+        stack.extend(t._parents)
+    return ops
+
+
+@pytest.mark.parametrize("name", ["attention", "rms_norm", "swiglu"])
+def test_the_composition_is_the_layers_own_lines(name):
+    """The expansion runs the ops of the layer's composed lines (glassllm.layers, what the
+    op runs), as many of each, and gives their numbers: one definition, written twice
+    only because the expression language needs it as text."""
+    expression, values = CASES[name]
+    variables = {k: {"value": v, "requires_grad": k not in CONSTANTS} for k, v in values.items()}
+    seed = rng.normal(size=np.shape(evaluate(expression, variables)["value"]))
+    inner = evaluate(expression, variables, grad_output=seed, expand=True)
+    inner = inner["nodes"][inner["output"]]["expansion"]
+    leaves = {k: v if k in CONSTANTS else Tensor(v, requires_grad=True)
+              for k, v in values.items()}
+    args = [leaves[k] for k in values]
+    if name == "attention":
+        args = [*args[:5], 2, 1, *args[5:]]
+    out = getattr(layers, name)(*args)
+    out.backward(seed)
+    expanded_ops = Counter(n["op"] for n in inner["nodes"] if n["op"] not in ("variable",
+                                                                              "constant"))
+    assert expanded_ops == _graph_ops(out)
+    np.testing.assert_array_equal(inner["value"], out.data)
+    for k, leaf in leaves.items():
+        if k not in CONSTANTS:
+            np.testing.assert_allclose(inner["grads"][k], leaf.grad, rtol=1e-15, atol=1e-15)

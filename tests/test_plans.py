@@ -16,8 +16,8 @@ import tracemalloc
 import numpy as np
 import pytest
 
+from glassllm import Tensor, shapes
 from glassllm import registry as R
-from glassllm import shapes
 from glassllm.shapes import index_shape, matmul_cost
 
 LIMITS = {"max_result_elements": 4_000_000, "max_matmul_madds": 10**9}   # the defaults
@@ -101,6 +101,47 @@ def test_layer_example_plans_match_the_library():
         op = R.OPS[name]
         args = R.coerce_inputs(op, op.examples[0].inputs)
         assert op.plan(args).shape == R.run(op, args).value.shape, name
+
+
+def _graph(out) -> list:
+    """Every tensor `out` was computed from, itself included."""
+    seen, stack, nodes = set(), [out], []
+    while stack:
+        t = stack.pop()
+        if id(t) not in seen:
+            seen.add(id(t))
+            nodes.append(t)
+            stack.extend(t._parents)
+    return nodes
+
+
+@pytest.mark.parametrize("name", ["linear", "swiglu", "attention", "transformer_block"])
+def test_a_layer_plan_counts_the_products_its_composed_lines_run(name):
+    """The plan is costed from the layer's composed lines (glassllm.layers, what the op
+    runs): its multiply-adds are those of every matmul node the layer records, 3× the
+    forward's (matmul_cost), and its largest planned array is at least the largest one
+    the layer makes (attention's (B, H, n, n) scores, SwiGLU's F-wide hidden)."""
+    op = R.OPS[name]
+    rng = np.random.default_rng(0)
+    args = {"x": (2, 5, 8), "weight": (8, 6), "w1": (8, 12), "w2": (12, 8), "w3": (8, 12),
+            "wq": (8, 8), "wk": (8, 4), "wv": (8, 4), "wo": (8, 8), "attn_norm": (8,),
+            "ffn_norm": (8,), "cos": (5, 2), "sin": (5, 2)}
+    values = {}
+    for spec in op.inputs:
+        if spec.name in args:
+            values[spec.name] = rng.normal(size=args[spec.name])
+        elif spec.kind == "int":
+            values[spec.name] = {"n_heads": 2, "n_kv_heads": 1}[spec.name]
+    planned = op.plan(values)
+    kinds = {spec.name: spec.kind for spec in op.inputs}
+    out = op.fn(**{k: Tensor(v, requires_grad=True) if kinds[k] == "tensor" else v
+                   for k, v in values.items()})
+    nodes = _graph(out)
+    products = [t for t in nodes if t.op == "matmul"]
+    assert planned.shape == out.shape and products
+    assert planned.madds == sum(matmul_cost(a.shape, b.shape)[2]
+                                for a, b in (t._parents for t in products))
+    assert max(t.size for t in nodes) <= max(planned.size, *(n for _, n in planned.sizes))
 
 
 ARRAY_KINDS = ("tensor", "array", "table", "int_array", "bool_mask")

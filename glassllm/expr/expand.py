@@ -1,12 +1,13 @@
-"""Composite ops opened up (issue 14, item 2): a node of cross_entropy, attention, rms_norm,
-swiglu or transformer_block as the library's composition of primitive ops, evaluated
-with the node's own inputs and incoming gradient, so every inner node shows its value and
-gradient. The composition gives the fused op's numbers (tests/test_expand.py).
+"""Composite ops opened up: a node of cross_entropy, attention, rms_norm, swiglu or
+transformer_block as the library's composition of primitive ops, evaluated with the
+node's own inputs and incoming gradient, so every inner node shows its value and gradient.
 
-Each composition is an expression of the expression language, written from the layer's
-own code (glassllm/layers.py) with the node's shapes and constants filled in; the inputs
-that can get a gradient are variables, the rest (tables, masks, one-hot targets) are
-constants. ``evaluate(..., expand=True)`` adds ``expansion`` to each such node.
+Each composition is an expression of the expression language, the layer's own composed
+lines (glassllm/layers.py, what the op runs) written as text with the node's shapes and
+constants filled in; the inputs that can get a gradient are variables, the rest (tables,
+masks, one-hot targets) are constants. tests/test_expand.py checks that each runs the
+same ops as the layer, as many of each, and gives its numbers. ``evaluate(...,
+expand=True)`` adds ``expansion`` to each such node.
 """
 
 from __future__ import annotations

@@ -66,7 +66,7 @@ function expansionView(n) {
   const wrap = el("div", { class: "expansion" },
     el("h5", { text: `Opened up: ${n.op} as primitive ops` }),
     el("p", {}, el("code", { class: "expansion-expr", text: ex.expression })),
-    el("p", { class: "hint", text: "Its value and the gradients it passes to its inputs equal the fused op's. Select an inner node:" }));
+    el("p", { class: "hint", text: "Its value and the gradients it passes to its inputs equal the op's. Select an inner node:" }));
   const scroll = el("div", { class: "graph-scroll expansion-scroll" });
   const svg = document.createElementNS("http://www.w3.org/2000/svg", "svg");
   svg.setAttribute("role", "group");
