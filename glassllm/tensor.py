@@ -315,93 +315,35 @@ class Tensor:
                 shaped like it (vector-Jacobian product seed). May be omitted only
                 for a one-element tensor, where it defaults to 1.
 
-        Every leaf that requires grad (and every tensor marked with `retain_grad()`)
-        gets `.grad += dL/dtensor`, shaped like its data. Gradients from every use of a
-        tensor are summed; the sums make new arrays (`a + b`, not `a += b`) because an
-        op's gradient may be a read-only broadcast view or shared with another input.
-        A leaf's `.grad` is an array only that leaf holds: the engine hands over a
-        gradient array it knows nobody else can reach (new, sent to one place) and
-        copies any other (the caller's `grad_output`, a view, an array two inputs got).
+        The walk: every tensor this one depends on, in reverse topological order (each
+        after every tensor computed from it); a tensor's gradient is complete when its
+        turn comes, and its op's backward turns it into its inputs' gradients (one
+        vector-Jacobian product each), which add up wherever a tensor is used more than
+        once. Every leaf that requires grad (and every tensor marked with
+        `retain_grad()`) gets `.grad += dL/dtensor`, shaped like its data: an array only
+        that leaf holds (`_Gradients` says when one can be handed over without a copy).
 
         Raises:
             RuntimeError: this tensor does not require grad (no graph to walk).
             ValueError: `grad_output` omitted for a tensor with more than one
                 element, or its shape differs from this tensor's.
         """
-        if not self.requires_grad:
-            raise RuntimeError(
-                "backward(): this tensor does not require grad; make an input with "
-                "Tensor(..., requires_grad=True) and do not build it under no_grad"
-            )
-        data = self._data
-        if grad_output is None:
-            if data.size != 1:
-                raise ValueError(
-                    f"backward(): the output has shape {data.shape}, not one element; pass "
-                    "grad_output (an array of that shape) or reduce it first, e.g. .sum()"
-                )
-            seed = np.ones(data.shape)
-        else:
-            if isinstance(grad_output, Tensor):
-                grad_output = grad_output._data
-            seed = grad_output
-            if type(seed) is not np.ndarray or seed.dtype is not _F64:
-                seed = np.asarray(seed, dtype=np.float64)
-            if seed.shape != data.shape:
-                raise ValueError(
-                    f"backward(): grad_output has shape {seed.shape} but the output has "
-                    f"shape {data.shape}; they must match"
-                )
-
-        # Gradients waiting for their node (tensors hash by identity). A leaf is handed
-        # its gradient array as it is (no copy) when the engine knows nobody else can
-        # reach it: a new buffer (owns its data, writeable) that went to exactly one
-        # place. `sent` holds the id of every array a backward returned: an array sent
-        # twice (add's `g` for both inputs), the caller's seed, and any view are copied.
-        # (An id freed and reused only costs a needless copy: an array sent twice is
-        # alive both times.) Backward closures return new arrays or views of `g`, never
-        # an array they keep: the contract every op in glassllm.autograd follows.
-        fn = self._backward
-        parents = self._parents
-        if fn is not None and not self._retain and _distinct_leaves(parents):
-            # One op on leaves (every sandbox op call, the last step of many graphs):
-            # the same rules as the walk below, without its bookkeeping.
-            pgs = fn(seed)
-            if len(pgs) != len(parents):
-                raise AssertionError(f"{self._op} backward gave {len(pgs)} gradients")
-            for i, parent in enumerate(parents):
-                pg = pgs[i]
-                if pg is None or not parent.requires_grad:
-                    continue
-                if pg.shape != parent._data.shape:
-                    _check_shape(self, pg, parent)
-                alone = pg is not seed and (len(pgs) == 1 or pgs[1 - i] is not pg)
-                _give_leaf(parent, pg, alone)
+        seed = _seed(self, grad_output)  # float64, shaped like this tensor
+        if _one_op_on_leaves(self, seed):  # a shortcut, the same rules (docs/performance.md)
             return
-        grads: dict[Tensor, np.ndarray] = {self: seed}
-        sent: set[int] = {id(seed)}
-        shared: set[int] = {id(seed)}
+        pending = _Gradients(self, seed)  # the gradients waiting for their tensor
         for node in reversed(_topological_order(self)):
-            g = grads.pop(node, None)
-            if g is None:
+            g = pending.pop(node)
+            if g is None:  # nothing flows here
                 continue
-            backward = node._backward
-            if backward is None:  # a leaf
-                _give_leaf(node, g, id(g) not in shared)
+            if node._backward is None:  # a leaf: its .grad += g
+                pending.give_leaf(node, g)
                 continue
             if node._retain:  # asked to keep its gradient: always its own copy
                 node._grad = np.array(g, dtype=np.float64) if node._grad is None else node._grad + g
-            for parent, pg in zip(node._parents, backward(g), strict=True):
-                if pg is None or not parent.requires_grad:
-                    continue
-                if pg.shape != parent._data.shape:
-                    _check_shape(node, pg, parent)
-                key = id(pg)
-                if key in sent:
-                    shared.add(key)
-                else:
-                    sent.add(key)
-                grads[parent] = pg if parent not in grads else grads[parent] + pg
+            for parent, pg in zip(node._parents, node._backward(g), strict=True):
+                if pg is not None and parent.requires_grad:
+                    pending.add(node, parent, pg)
 
     # -- operators delegate to glassllm.autograd, which imports this module: the import
     # is made at call time (_ops), the one circle the layering allows ---
@@ -486,6 +428,76 @@ class Tensor:
 _F64 = np.dtype(np.float64)
 
 
+def _seed(root: Tensor, grad_output: Any) -> np.ndarray:
+    """The gradient `root.backward(grad_output)` starts from, as float64: grad_output, or
+    1 for a one-element root. The errors of `Tensor.backward`."""
+    if not root.requires_grad:
+        raise RuntimeError(
+            "backward(): this tensor does not require grad; make an input with "
+            "Tensor(..., requires_grad=True) and do not build it under no_grad"
+        )
+    data = root._data
+    if grad_output is None:
+        if data.size != 1:
+            raise ValueError(
+                f"backward(): the output has shape {data.shape}, not one element; pass "
+                "grad_output (an array of that shape) or reduce it first, e.g. .sum()"
+            )
+        return np.ones(data.shape)
+    seed = grad_output._data if isinstance(grad_output, Tensor) else grad_output
+    if type(seed) is not np.ndarray or seed.dtype is not _F64:
+        seed = np.asarray(seed, dtype=np.float64)
+    if seed.shape != data.shape:
+        raise ValueError(
+            f"backward(): grad_output has shape {seed.shape} but the output has "
+            f"shape {data.shape}; they must match"
+        )
+    return seed
+
+
+class _Gradients:
+    """The gradients waiting for their tensor during one backward pass (HIPS autograd's
+    outgrads and `add_outgrads`), and the one place that decides when a leaf may keep a
+    gradient array as it is.
+
+    A leaf's `.grad` must be an array only that leaf holds. An array a backward returns
+    may be reachable elsewhere: sent to two inputs (add's `g` for both), the caller's
+    seed, a view of `g`. So a leaf is handed an array without a copy only when the engine
+    knows nobody else can reach it: its own buffer (not a view, writeable, float64) that
+    went to exactly one place — a backward's new array sent once, or a sum made here
+    (`a + b`, a new array: never `a += b`, which would write into an array an op may
+    still share). `sent` holds the id of every array sent, `shared` of those sent twice
+    (the seed is in both). An id freed and reused only costs a needless copy: an array
+    sent twice is alive both times. Backward closures return new arrays or views of `g`,
+    never an array they keep: the contract every op in glassllm.autograd follows.
+    """
+
+    def __init__(self, root: Tensor, seed: np.ndarray) -> None:
+        self.grads: dict[Tensor, np.ndarray] = {root: seed}  # tensors hash by identity
+        self.sent: set[int] = {id(seed)}
+        self.shared: set[int] = {id(seed)}
+
+    def pop(self, t: Tensor) -> np.ndarray | None:
+        """t's whole gradient (its turn has come), or None if none flowed to it."""
+        return self.grads.pop(t, None)
+
+    def add(self, node: Tensor, parent: Tensor, g: np.ndarray) -> None:
+        """`g`, the gradient node's backward gave `parent`, joins parent's gradient."""
+        if g.shape != parent._data.shape:
+            _check_shape(node, g, parent)
+        key = id(g)
+        if key in self.sent:
+            self.shared.add(key)
+        else:
+            self.sent.add(key)
+        grads = self.grads
+        grads[parent] = g if parent not in grads else grads[parent] + g
+
+    def give_leaf(self, leaf: Tensor, g: np.ndarray) -> None:
+        """`leaf.grad += g`, handing `g` over when it went to this leaf alone."""
+        _give_leaf(leaf, g, id(g) not in self.shared)
+
+
 def _give_leaf(leaf: Tensor, g: np.ndarray, alone: bool) -> None:
     """Add `g` into `leaf.grad`; hand the array over when it is `alone` and its own buffer.
 
@@ -509,6 +521,28 @@ def _check_shape(node: Tensor, pg: np.ndarray, parent: Tensor) -> None:
             f"{node._op} backward gave a gradient of shape {pg.shape} "
             f"for an input of shape {parent._data.shape}"
         )
+
+
+def _one_op_on_leaves(root: Tensor, seed: np.ndarray) -> bool:
+    """The walk's shortcut for one op on one or two distinct leaves (every sandbox op
+    call, the last step of many graphs): the op's backward called once and each leaf
+    given its gradient under `_Gradients`' rules, without its bookkeeping. Returns False,
+    having done nothing, for any other graph. docs/performance.md has what it saves."""
+    fn, parents = root._backward, root._parents
+    if fn is None or root._retain or not _distinct_leaves(parents):
+        return False
+    pgs = fn(seed)
+    if len(pgs) != len(parents):
+        raise AssertionError(f"{root._op} backward gave {len(pgs)} gradients")
+    for i, parent in enumerate(parents):
+        pg = pgs[i]
+        if pg is None or not parent.requires_grad:
+            continue
+        if pg.shape != parent._data.shape:
+            _check_shape(root, pg, parent)
+        alone = pg is not seed and (len(pgs) == 1 or pgs[1 - i] is not pg)
+        _give_leaf(parent, pg, alone)
+    return True
 
 
 def _distinct_leaves(parents: tuple[Tensor, ...]) -> bool:
