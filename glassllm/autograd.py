@@ -448,9 +448,9 @@ def matmul(a: Any, b: Any) -> Tensor:
 
     Shapes: (..., n, k) @ (..., k, m) -> (..., n, m); (k,) @ (k,) -> ().
 
-    Backward:
-        a: unbroadcast(g @ b^T)   (b^T swaps the last two axes; on the promoted operands)
-        b: unbroadcast(a^T @ g)
+    Backward (ᵀ swaps the last two axes; on the promoted operands):
+        a: unbroadcast(g @ bᵀ)
+        b: unbroadcast(aᵀ @ g)
 
     Raises: ValueError on mismatched inner dimensions or 0-d operands (NumPy's message).
 
@@ -1141,9 +1141,9 @@ def gelu(a: Any, approximate: str = "none") -> Tensor:
 
     Shapes: out like a.
 
-    Backward:
-        a (none): g * (Φ(a) + a * φ(a)),  φ(a) = exp(-a²/2) / √(2π)
-        a (tanh): g * (½(1 + t) + ½ a (1 - t²) √(2/π)(1 + 3·0.044715 a²)),  t = tanh(u)
+    Backward (approximate="tanh": gelu_tanh's rule):
+        a: g * (Φ(a) + a * φ(a)), Φ the normal cdf, φ(a) = exp(-a**2 / 2) / sqrt(2 * pi)
+        approximate: not differentiable (a choice of formula)
 
     Non-finite inputs follow PyTorch: gelu(-inf) is NaN, and the gradient at ±inf is NaN.
 
@@ -1188,7 +1188,8 @@ def gelu_tanh(a: Any) -> Tensor:
     """gelu(a, approximate="tanh"): the tanh approximation as one op for the registry.
 
     Backward:
-        a: as gelu's tanh branch
+        a: g * (0.5 * (1 + t) + 0.5 * a * (1 - t**2) * sqrt(2 / pi) * (1 + 3 * 0.044715 *
+           a**2)), t = tanh(sqrt(2 / pi) * (a + 0.044715 * a**3))
 
     Example:
         >>> gelu_tanh(Tensor([0.0])).data.tolist()
@@ -1255,7 +1256,7 @@ def cross_entropy(logits: Any, targets: Any) -> Tensor:
     Shapes: logits (N, V), targets (N,) int -> () scalar.
 
     Backward:
-        logits: g * cross_entropy_grad(logits, targets)
+        logits: g * (softmax(logits) - one_hot(targets)) / N   (cross_entropy_grad)
         targets: not differentiable (L0.6)
 
     Raises: as cross_entropy_grad. An empty batch gives NaN (L5.3).
@@ -1328,8 +1329,8 @@ def rope(x: Any, cos: Any, sin: Any) -> Tensor:
     -> (B, H, n, dk).
 
     Backward:
-        x: the transposed rotation (sine sign flipped):
-           g_even cos + g_odd sin,  -g_even sin + g_odd cos
+        x: the transposed rotation, g rotated by -θ: (g_even * cos + g_odd * sin,
+           -g_even * sin + g_odd * cos) for each pair
         cos, sin: not differentiable (L0.6)
 
     Raises: ValueError if the last axis of x is odd, or the tables do not

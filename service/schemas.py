@@ -143,7 +143,7 @@ class OpInfo(BaseModel):
     examples: list[ExampleInfo]
     vjp: dict[str, str] = Field(
         description="the backward rule per differentiable input (g: incoming gradient, out:"
-                    " result; glassllm.registry.vjp)")
+                    " result), the Backward: block of the op's docstring")
     symbol: str | None = Field(description="how a formula writes the op (× @ Σ), if it has a sign")
     sum_invariant: str | None = Field(
         description="why the gradient of the output's sum is zero for every input, if it is")

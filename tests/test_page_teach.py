@@ -69,7 +69,7 @@ def test_the_step_through_shows_the_rule_with_numbers(page):
     run_after(page, lambda: page.click('button[data-lesson="neuron"]'))
     page.click("#step-next")                           # step 1: the output, tanh
     rule = page.inner_text(".rule")
-    assert "∂a = g ⊙ (1 − out²)" in rule
+    assert "∂a = g * (1 - out**2)" in rule               # tanh's docstring, as written
     assert "0.7071" in rule                              # out, the saved forward value
     page.click("#step-next")                           # step 2: the add below it
     rule = page.inner_text(".rule")

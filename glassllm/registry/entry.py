@@ -112,7 +112,8 @@ class Op:
     module: str = "glassllm.autograd"
     role: str = "value"                      # what the output is: "value" or "loss"
     vjp: dict[str, str] = field(default_factory=dict)
-    """The backward rule per differentiable input, in the notation of glassllm.registry.vjp."""
+    """The backward rule per differentiable input: the `Backward:` block of fn's docstring
+    (glassllm.registry.vjp; the table fills it)."""
     symbol: str | None = None                # how a formula writes it: "×", "@", "Σ"
     sum_invariant: str | None = None         # why the gradient of its output's sum is 0
 

@@ -17,7 +17,7 @@ from typing import Any
 from glassllm import autograd, layers
 from glassllm.registry.entry import REQUIRED, Example, Input, Op
 from glassllm.registry.plans import PLANS, elementwise, same_as
-from glassllm.registry.vjp import SUM_INVARIANT, SYMBOL, VJP
+from glassllm.registry.vjp import vjp_of
 
 __all__ = ["OPS", "get"]
 
@@ -44,38 +44,44 @@ AXIS = constant("axis", "axis", "axis or axes to reduce; null reduces all", defa
 KEEPDIMS = constant("keepdims", "bool", "keep reduced axes with size 1", default=False)
 SOFTMAX_AXIS = constant("axis", "int", "the axis that sums to 1", default=-1)
 LOG2 = math.log(2.0)
+# Why the gradient of the output's sum (the default seed, ones) is zero for every input:
+# the sum cannot change however the inputs move. The page says it in one sentence.
+ROWS_SUM_TO_1 = "each softmax row sums to 1 whatever its inputs"
 
-_BINARY = {"add": "a + b", "sub": "a - b", "mul": "a * b (elementwise)", "div": "a / b"}
+# name: (summary, how a formula writes it: the page's graph labels nodes so, `× 0.5`)
+_BINARY = {"add": ("a + b", "+"), "sub": ("a - b", "−"), "mul": ("a * b (elementwise)", "×"),
+           "div": ("a / b", "÷")}
 _UNARY = {"neg": ("-a", [1.0, -2.0]), "exp": ("e**a (no clipping, L1.2)", [0.0, 1.0]),
           "log": ("natural log; log(0) = -inf with a warning (L1.2)", [1.0, 2.718281828459045]),
           "sqrt": ("square root; sqrt(<0) = NaN with a warning, sqrt'(0) = inf (L1.2)",
                    [0.25, 4.0])}
 
 _ops: list[Op] = []
-for _name, _math in _BINARY.items():
+for _name, (_math, _symbol) in _BINARY.items():
     _ops.append(Op(_name, getattr(autograd, _name), f"{_math}, with NumPy broadcasting", "L1.1",
-                   (tensor("a"), tensor("b")), elementwise("a", "b"),
+                   (tensor("a"), tensor("b")), elementwise("a", "b"), symbol=_symbol,
                    examples=(example(f"{_name} with broadcasting", a=[[1.0, 2.0], [3.0, 4.0]],
                                 b=[10.0, 20.0]),)))
 for _name, (_math, _x) in _UNARY.items():
     _ops.append(Op(_name, getattr(autograd, _name), _math, "L1.1", (tensor("a"),), same_as("a"),
-                   examples=(example(_name, a=_x),)))
+                   symbol="−" if _name == "neg" else None, examples=(example(_name, a=_x),)))
 
 _ops += [
     Op("pow", autograd.pow, "a ** exponent; the exponent is a constant (L0.6)", "L1.1",
        (tensor("a"), constant("exponent", "array", "constant exponent, a number or array")),
-       elementwise("a", "exponent"), examples=(example("square", a=[1.0, 2.0, 3.0], exponent=2),)),
+       elementwise("a", "exponent"), symbol="**",
+       examples=(example("square", a=[1.0, 2.0, 3.0], exponent=2),)),
     Op("rpow", autograd._rpow, "base ** exponent with a constant base, e.g. 2 ** t (the"
        " reflected power, L1.1); the base is a constant (L0.6)", "L1.1",
        (constant("base", "array", "constant base, a number or array"), tensor("exponent")),
-       elementwise("base", "exponent"),
+       elementwise("base", "exponent"), symbol="**",
        examples=(example("powers of two", base=2.0, exponent=[0.0, 1.0, 3.0]),)),
     Op("matmul", autograd.matmul, "a @ b, as np.matmul (1-D operands, batched broadcasting)",
        "L1.1", (tensor("a", shape="(…, n, k)"), tensor("b", shape="(…, k, m)")), PLANS["matmul"],
-       examples=(example("2×2 @ 2×1", a=[[1.0, 2.0], [3.0, 4.0]], b=[[1.0], [1.0]]),)),
+       symbol="@", examples=(example("2×2 @ 2×1", a=[[1.0, 2.0], [3.0, 4.0]], b=[[1.0], [1.0]]),)),
     # L2 reductions, shape and selection
     Op("tsum", autograd.tsum, "sum over axis (all axes when null)", "L2.1",
-       (tensor("a"), AXIS, KEEPDIMS), PLANS["tsum"],
+       (tensor("a"), AXIS, KEEPDIMS), PLANS["tsum"], symbol="Σ",
        examples=(example("column sums", a=[[1.0, 2.0], [3.0, 4.0]], axis=0),)),
     Op("mean", autograd.mean, "mean over axis (all axes when null)", "L2.1",
        (tensor("a"), AXIS, KEEPDIMS), PLANS["tsum"],
@@ -88,7 +94,7 @@ _ops += [
        examples=(example("2×3 → 3×2", a=[[1.0, 2.0, 3.0], [4.0, 5.0, 6.0]], shape=[3, -1]),)),
     Op("transpose", autograd.transpose, "permute axes (reverse them when null)", "L2.2",
        (tensor("a"), constant("axes", "axes", "the permutation", default=None)), PLANS["transpose"],
-       examples=(example("matrix transpose", a=[[1.0, 2.0, 3.0], [4.0, 5.0, 6.0]]),)),
+       symbol="ᵀ", examples=(example("matrix transpose", a=[[1.0, 2.0, 3.0], [4.0, 5.0, 6.0]]),)),
     Op("getitem", autograd.getitem, "a[index], NumPy basic and advanced indexing; the backward"
        " scatter-adds into repeated positions", "L2.2",
        (tensor("a"),
@@ -127,7 +133,7 @@ _ops += [
                     value="-Infinity"),)),
     # L4 distributions and activations
     Op("softmax", autograd.softmax, "exp(a - max) / sum along axis; stable for large logits",
-       "L4.1", (tensor("a"), SOFTMAX_AXIS), PLANS["softmax"],
+       "L4.1", (tensor("a"), SOFTMAX_AXIS), PLANS["softmax"], sum_invariant=ROWS_SUM_TO_1,
        examples=(example("uniform over equal logits", a=[[1000.0, 1000.0], [0.0, 1.0]]),)),
     Op("log_softmax", autograd.log_softmax, "a - max - log(sum(exp(a - max))) along axis",
        "L4.1", (tensor("a"), SOFTMAX_AXIS), PLANS["softmax"],
@@ -136,7 +142,7 @@ _ops += [
                          expected={"value": [[-LOG2, -LOG2]]}),)),
     Op("softmax_np", autograd.softmax_np, "softmax of a plain array; returns an ndarray, no"
        " graph (L4.3)", "L4.3", (constant("x", "array", "array-like"), SOFTMAX_AXIS),
-       PLANS["softmax"],
+       PLANS["softmax"], sum_invariant=ROWS_SUM_TO_1,
        output="ndarray",
        examples=(Example("large equal logits, plain array: probabilities 1/2, no graph",
                          {"x": [[1000.0, 1000.0]]}, "L4.3",
@@ -248,8 +254,8 @@ _ops += [
 ]
 
 
-OPS: dict[str, Op] = {op.name: replace(op, vjp=VJP.get(op.name, {}), symbol=SYMBOL.get(op.name),
-                                      sum_invariant=SUM_INVARIANT.get(op.name))
+# each op's backward rule, read from its docstring's Backward: block (glassllm.registry.vjp)
+OPS: dict[str, Op] = {op.name: replace(op, vjp=vjp_of(op.name, op.fn, op.differentiable))
                       for op in _ops}
 
 
