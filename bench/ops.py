@@ -8,7 +8,10 @@ and the ratios glassllm/numpy and glassllm/torch, then per size the medians over
 Targets (issue 18): at (8, 16) a median <= 3x NumPy and <= 0.25x PyTorch; at (256, 512)
 <= 1.2x NumPy for every op whose floor is not a free view (FREE_VIEW_FLOOR below).
 
-    python bench/ops.py [--quick]
+    python bench/ops.py [--quick] [--no-shortcut]
+
+--no-shortcut times every op through the engine's general walk, without the shortcut for
+one op on leaves (glassllm.tensor._one_op_on_leaves): what the shortcut saves.
 
 Figures only: nothing here asserts a time (tests never do).
 """
@@ -218,7 +221,13 @@ def run_case(name, spec):
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="shorter timing budget")
+    parser.add_argument("--no-shortcut", action="store_true",
+                        help="the engine's general walk only (no one-op-on-leaves shortcut)")
     args = parser.parse_args()
+    if args.no_shortcut:
+        import glassllm.tensor
+
+        glassllm.tensor._one_op_on_leaves = lambda root, seed: False
     global median_time
     if args.quick:
         base = median_time

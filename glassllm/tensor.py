@@ -529,8 +529,10 @@ def _one_op_on_leaves(root: Tensor, seed: np.ndarray) -> bool:
     given its gradient under `_Gradients`' rules, without its bookkeeping. Returns False,
     having done nothing, for any other graph. docs/performance.md has what it saves."""
     fn, parents = root._backward, root._parents
-    if fn is None or root._retain or not _distinct_leaves(parents):
+    if fn is None or root._retain or len(parents) > 2 or parents[0]._backward is not None:
         return False
+    if len(parents) == 2 and (parents[1]._backward is not None or parents[0] is parents[1]):
+        return False  # not two distinct leaves (add(x, x) sums its two uses in the walk)
     pgs = fn(seed)
     if len(pgs) != len(parents):
         raise AssertionError(f"{root._op} backward gave {len(pgs)} gradients")
@@ -543,17 +545,6 @@ def _one_op_on_leaves(root: Tensor, seed: np.ndarray) -> bool:
         alone = pg is not seed and (len(pgs) == 1 or pgs[1 - i] is not pg)
         _give_leaf(parent, pg, alone)
     return True
-
-
-def _distinct_leaves(parents: tuple[Tensor, ...]) -> bool:
-    """True for one or two parents that are leaves and not the same tensor (add(x, y))."""
-    n = len(parents)
-    if n == 1:
-        return parents[0]._backward is None
-    if n == 2:
-        a, b = parents
-        return a._backward is None and b._backward is None and a is not b
-    return False
 
 
 def _topological_order(root: Tensor) -> list[Tensor]:

@@ -1,5 +1,8 @@
 """Tensor, the backward engine and no_grad (L0, issue 2)."""
 
+import ast
+import inspect
+import textwrap
 import threading
 
 import numpy as np
@@ -99,6 +102,21 @@ def test_chain_ten_thousand_ops_deep():
         y = y * 1.0001
     y.backward()
     np.testing.assert_allclose(x.grad, [1.0001**10_000], rtol=1e-9)
+
+
+def test_the_backward_walk_reads_on_one_screen():
+    """STYLE.md: Tensor.backward is the topological order and the chain rule in at most
+    30 lines of code (its docstring, blank lines and comments aside), as micrograd's and
+    HIPS autograd's walks are; the copy-avoidance lives in one helper beside it."""
+    source = textwrap.dedent(inspect.getsource(Tensor.backward))
+    fn = ast.parse(source).body[0]
+    body = fn.body[1:] if ast.get_docstring(fn) is not None else fn.body
+    lines = source.splitlines()[body[0].lineno - 1:fn.end_lineno]
+    code = [line for line in lines if line.strip() and not line.strip().startswith("#")]
+    assert len(code) <= 30, "\n".join(code)
+    calls = {n.func.id for n in ast.walk(fn) if isinstance(n, ast.Call)
+             and isinstance(n.func, ast.Name)}
+    assert {"_topological_order", "_Gradients"} <= calls
 
 
 def test_grad_flows_only_to_tensors_that_require_it():
