@@ -351,8 +351,8 @@ def pow(a: Any, exponent: Any) -> Tensor:
 def _power(x: np.ndarray, p: np.ndarray) -> np.ndarray:
     """x ** p, with the exact short forms PyTorch uses for common scalar exponents.
 
-    x*x*x is ~30x faster than the general `pow` and is what PyTorch computes for x ** 3,
-    so glassllm's numbers match it; 2, 0.5 and -1 are NumPy's own fast paths too.
+    x*x*x is what PyTorch computes for x ** 3, so glassllm's numbers match it (and it
+    is far cheaper than the general `pow`); 2, 0.5 and -1 are NumPy's own short forms.
     """
     if p.ndim == 0:
         e = float(p)
@@ -808,8 +808,8 @@ def embedding(weight: Any, ids: Any) -> Tensor:
     return Tensor._make(out, (weight,), "embedding", backward)
 
 
-_AT_ELEMENTS = 4096  # measured: np.add.at and the sorted sum cost the same at 64 x 64
-_FEW_REPEATS = 8  # measured: up to this many rows per id, adding by rank beats reduceat
+_AT_ELEMENTS = 4096  # up to here one np.add.at call; past it the sorted sum (see below)
+_FEW_REPEATS = 8  # up to this many rows per id, adding by rank; past it reduceat
 
 
 def _scatter_add_rows(shape: tuple[int, ...], ids: np.ndarray, g: np.ndarray) -> np.ndarray:
@@ -973,8 +973,8 @@ def _sigmoid_data(x: np.ndarray, out: np.ndarray | None = None) -> np.ndarray:
     # sigmoid(x) = exp(min(x, 0)) / (1 + exp(-|x|)): for x >= 0 the numerator is 1, for
     # x < 0 it is exp(x) = exp(-|x|). Both exponents are <= 0, so nothing overflows; for
     # |x| > ~745 exp underflows to exactly 0, which gives the exact limits 0 and 1.
-    # No select on the sign (np.where on a random sign costs ~10x the arithmetic: the
-    # CPU mispredicts the branch), and the same bits as np.where(x >= 0, r, e * r).
+    # No select on the sign (np.where on a random sign makes the CPU mispredict a branch
+    # per element), and the same bits as np.where(x >= 0, r, e * r).
     # The numerator needs no second exp: it is max(exp(-|x|), x >= 0) (e where x < 0, as
     # exp(-|x|) <= 1 gives way to 1 where x >= 0; NaN stays NaN).
     # two arrays (r: `out` when given), each step written in place
@@ -1124,8 +1124,7 @@ def sqrt(a: Any) -> Tensor:
 _SQRT_2_OVER_PI = math.sqrt(2.0 / math.pi)
 _GELU_C = 0.044715
 # math.erf is the C library's erf (correctly rounded to within 1 ulp); np.frompyfunc maps
-# it over an array without SciPy. bench/erf.py measures it (~350 ns per element; SciPy's
-# erf ~58 ns, but a ~40 MB dependency for one function: docs/library.md#gelu).
+# it over an array without SciPy (why not SciPy: docs/library.md#gelu).
 _erf = np.frompyfunc(math.erf, 1, 1)
 
 
@@ -1238,9 +1237,9 @@ def _cross_entropy_grad_data(logits: np.ndarray, targets: np.ndarray) -> np.ndar
 def _scale_rows(a: np.ndarray, c: np.ndarray) -> np.ndarray:
     """a · c with one factor per row, into a new array: a (..., m), c (..., 1) → (..., m).
 
-    The same products as ``a * c``, so the same bits, ~1.2x faster at (512, 64): NumPy
-    runs the broadcast ``a * c`` by first copying each row's factor out m times into a
-    buffer; einsum multiplies by it directly. (In place, ``a *= c`` is the faster.)
+    The same products as ``a * c``, so the same bits: NumPy runs the broadcast ``a * c``
+    by first copying each row's factor out m times into a buffer; einsum multiplies by
+    it directly. (In place, ``a *= c`` needs neither.)
     """
     return np.einsum("...j,...->...j", a, c[..., 0])
 
@@ -1391,8 +1390,8 @@ def repeat_kv(x: Any, repeats: int) -> Tensor:
     repeat_kv_rule(x.data.shape, repeats)
     repeats = int(repeats)  # a NumPy uint8 would keep its dtype in later arithmetic
     b, hkv, n, dk = x.data.shape
-    # np.repeat(x, repeats, axis=1), written as one broadcast copy: np.repeat copies a
-    # read-only input (every Tensor's data) first, 1.6x its time (measured, NumPy 2.4)
+    # np.repeat(x, repeats, axis=1), written as one broadcast copy: np.repeat would copy
+    # a read-only input (every Tensor's data) once more first
     out = np.empty((b, hkv, repeats, n, dk))
     out[...] = x.data[:, :, None]  # each head's copies side by side: h0 h0 h1 h1
     out = out.reshape(b, hkv * repeats, n, dk)  # (B, Hkv*repeats, n, dk)
