@@ -448,9 +448,11 @@ def matmul(a: Any, b: Any) -> Tensor:
 
     Shapes: (..., n, k) @ (..., k, m) -> (..., n, m); (k,) @ (k,) -> ().
 
-    Backward (ᵀ swaps the last two axes; on the promoted operands):
+    Backward:
         a: unbroadcast(g @ bᵀ)
         b: unbroadcast(aᵀ @ g)
+
+    (ᵀ swaps the last two axes; a 1-D operand is promoted first, as in the forward.)
 
     Raises: ValueError on mismatched inner dimensions or 0-d operands (NumPy's message).
 
@@ -1140,9 +1142,9 @@ def gelu(a: Any, approximate: str = "none") -> Tensor:
 
     Shapes: out like a.
 
-    Backward (approximate="tanh": gelu_tanh's rule):
+    Backward:
         a: g * (Φ(a) + a * φ(a)), Φ the normal cdf, φ(a) = exp(-a**2 / 2) / sqrt(2 * pi)
-        approximate: not differentiable (a choice of formula)
+        approximate: not differentiable (with "tanh" the rule is gelu_tanh's)
 
     Non-finite inputs follow PyTorch: gelu(-inf) is NaN, and the gradient at ±inf is NaN.
 

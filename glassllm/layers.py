@@ -305,7 +305,7 @@ def linear(x: Tensor, weight: Tensor) -> Tensor:
     Shapes:
         x: (..., d_in); weight: (d_in, d_out); out: (..., d_out).
 
-    Backward (ᵀ swaps the last two axes):
+    Backward:
         x: g @ weightᵀ
         weight: xᵀ @ g, summed over every leading (batch) axis
 
@@ -489,7 +489,7 @@ def swiglu(x: Tensor, w1: Tensor, w2: Tensor, w3: Tensor, *, fused: bool = False
     Shapes:
         x: (..., d); w1, w3: (d, F); w2: (F, d); out: (..., d).
 
-    Backward (ᵀ swaps the last two axes):
+    Backward:
         x: ga @ w1ᵀ + gb @ w3ᵀ, the two paths, with ga = (g @ w2ᵀ) * b * silu'(a),
            gb = (g @ w2ᵀ) * silu(a), a = x @ w1, b = x @ w3
         w1: xᵀ @ ((g @ w2ᵀ) * b * silu'(a)), a = x @ w1, b = x @ w3, summed over x's

@@ -74,7 +74,7 @@ def test_a_block_is_read_line_by_line_and_a_bad_one_refused():
     def op(a, b, ids):
         """An op.
 
-        Backward (a note):
+        Backward:
             a: g * b, continued
                on the next line
             b, c: unbroadcast(g)

@@ -13,9 +13,9 @@ rule is written once, beside the code that computes it, and never in another not
         b: unbroadcast(-g * a / b**2)
         ids: not differentiable (L0.6)
 
-The block ends at a blank line or a line indented no deeper than `Backward`; a line
-indented deeper than the rules continues the rule above it; a rule may name several
-inputs (`x, wq, wk: ...`). The header may carry a note in parentheses, on its one line.
+The block starts at the line `Backward:` and ends at a blank line or a line indented no
+deeper than it; a line indented deeper than the rules continues the rule above it; a
+rule may name several inputs (`x, wq, wk: ...`).
 """
 
 from __future__ import annotations
@@ -26,7 +26,7 @@ from collections.abc import Callable, Iterable
 
 __all__ = ["backward_rules", "vjp_of"]
 
-_HEADER = re.compile(r"^(\s*)Backward(?: \([^)]*\))?:\s*$")
+_HEADER = re.compile(r"^(\s*)Backward:\s*$")
 _RULE = re.compile(r"^([A-Za-z_]\w*(?:, [A-Za-z_]\w*)*): (.+)$")
 
 
