@@ -1360,9 +1360,9 @@ def rope(x: Any, cos: Any, sin: Any) -> Tensor:
     return Tensor._make(out, (x,), "rope", backward)
 
 
-# repeat_kv's backward adds up to this many copies slice by slice (measured: faster than
-# .sum(axis=2) at 2 and about even at 4), more with one .sum(axis=2): the same sums, in
-# the same order, and never a Python loop over a count the caller chooses.
+# repeat_kv's backward adds up to this many copies slice by slice, more with one
+# .sum(axis=2): the same sums, in the same order, and never a Python loop over a count the
+# caller chooses (docs/performance.md has what each way costs).
 _LOOP_REPEATS = 4
 
 

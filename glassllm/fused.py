@@ -270,7 +270,7 @@ def rms_norm(x: Tensor, weight: Tensor, eps: float = 1e-6) -> Tensor:
 _ROWS = 64
 # ... and at least this many elements per block (rows × the wider of its two widths): the
 # number of blocks follows the caller's N, so with narrow widths (d = F = 1) blocks of 64
-# rows would spend ~10x more time in the loop's Python calls than in NumPy's work.
+# rows would spend most of their time in the loop's Python calls, not in NumPy's work.
 _BLOCK_ELEMENTS = 512
 
 
