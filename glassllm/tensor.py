@@ -444,9 +444,9 @@ def _seed(root: Tensor, grad_output: Any) -> np.ndarray:
                 "grad_output (an array of that shape) or reduce it first, e.g. .sum()"
             )
         return np.ones(data.shape)
-    seed = grad_output._data if isinstance(grad_output, Tensor) else grad_output
-    if type(seed) is not np.ndarray or seed.dtype is not _F64:
-        seed = np.asarray(seed, dtype=np.float64)
+    seed = grad_output
+    if type(seed) is not np.ndarray or seed.dtype is not _F64:  # a float64 array: as it is
+        seed = np.asarray(seed._data if isinstance(seed, Tensor) else seed, dtype=np.float64)
     if seed.shape != data.shape:
         raise ValueError(
             f"backward(): grad_output has shape {seed.shape} but the output has "
@@ -529,21 +529,20 @@ def _one_op_on_leaves(root: Tensor, seed: np.ndarray) -> bool:
     given its gradient under `_Gradients`' rules, without its bookkeeping. Returns False,
     having done nothing, for any other graph. docs/performance.md has what it saves."""
     fn, parents = root._backward, root._parents
-    if fn is None or root._retain or len(parents) > 2 or parents[0]._backward is not None:
+    if fn is None or root._retain or parents[0]._backward is not None:
         return False
-    if len(parents) == 2 and (parents[1]._backward is not None or parents[0] is parents[1]):
+    if len(parents) != 1 and (len(parents) > 2 or parents[1]._backward is not None
+                              or parents[0] is parents[1]):
         return False  # not two distinct leaves (add(x, x) sums its two uses in the walk)
-    pgs = fn(seed)
-    if len(pgs) != len(parents):
-        raise AssertionError(f"{root._op} backward gave {len(pgs)} gradients")
-    for i, parent in enumerate(parents):
-        pg = pgs[i]
-        if pg is None or not parent.requires_grad:
-            continue
-        if pg.shape != parent._data.shape:
-            _check_shape(root, pg, parent)
-        alone = pg is not seed and (len(pgs) == 1 or pgs[1 - i] is not pg)
-        _give_leaf(parent, pg, alone)
+    grads = fn(seed)
+    if len(grads) != len(parents):
+        raise AssertionError(f"{root._op} backward gave {len(grads)} gradients")
+    shared = len(grads) == 2 and grads[0] is grads[1]  # one array sent to both inputs
+    for parent, g in zip(parents, grads):  # noqa: B905 (the lengths are checked above)
+        if g is not None and parent.requires_grad:
+            if g.shape != parent._data.shape:
+                _check_shape(root, g, parent)
+            _give_leaf(parent, g, g is not seed and not shared)
     return True
 
 
