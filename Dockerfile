@@ -45,10 +45,10 @@ COPY --from=builder /opt/venv /opt/venv
 USER 10001:10001
 WORKDIR /tmp
 EXPOSE 8000
-# Every GLASSLLM_* setting (service/settings.py, docs/deploy.md) is read from the
+# Every GLASSLLM_* setting (service/glassllm_service/settings.py, docs/deploy.md) is read from the
 # environment as it is: `docker run -e GLASSLLM_MAX_BODY_BYTES=...`. None is set here.
 # Runs locked down: --read-only --tmpfs /tmp --cap-drop ALL --security-opt no-new-privileges
 HEALTHCHECK --interval=5s --timeout=3s --start-period=10s --retries=3 \
     CMD ["python", "-c", "import sys, urllib.request; sys.exit(urllib.request.urlopen('http://127.0.0.1:8000/healthz', timeout=2).status != 200)"]
-# --workers auto: one worker per CPU of the container's quota (service/cpus.py).
+# --workers auto: one worker per CPU of the container's quota (service/glassllm_service/cpus.py).
 CMD ["glassllm-sandbox", "--host", "0.0.0.0", "--port", "8000", "--workers", "auto"]

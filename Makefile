@@ -121,5 +121,5 @@ docker-save:
 
 lock: | $(VPY)
 	$(VPY) -m pip install --quiet pip-tools
-	$(PIP_COMPILE) --extra service -o requirements/service.lock pyproject.toml
-	$(PIP_COMPILE) --extra test -o requirements/test.lock pyproject.toml
+	$(PIP_COMPILE) --extra service --extra dev -o requirements/service.lock pyproject.toml
+	$(PIP_COMPILE) --extra test --extra dev -o requirements/test.lock pyproject.toml

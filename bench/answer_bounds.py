@@ -94,7 +94,8 @@ def main() -> None:
     env = {**os.environ, "GLASSLLM_ACCESS_LOG": "0",
            **dict(item.split("=", 1) for item in args.env)}
     port = free_port()
-    proc = subprocess.Popen([sys.executable, "-m", "service.cli", "--port", str(port),
+    proc = subprocess.Popen([sys.executable, "-m", "glassllm_service.sandbox_cli",
+                             "--port", str(port),
                              "--log-level", "warning"], cwd=ROOT, env=env)
     url = f"http://127.0.0.1:{port}"
     try:
@@ -105,7 +106,7 @@ def main() -> None:
             for name, (path, body) in requests().items():
                 if args.only and not any(o in name for o in args.only):
                     continue
-                time.sleep(3)                     # the idle trim (service/memory.py)
+                time.sleep(3)                     # the idle trim (glassllm_service/memory.py)
                 Path(f"/proc/{proc.pid}/clear_refs").write_text("5")  # reset VmHWM
                 before, cpu0 = _status(proc.pid)["VmRSS"], _cpu(proc.pid)
                 r = client.post(url + path, json=body)

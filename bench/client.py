@@ -1,4 +1,4 @@
-"""glassllm.client's costs (issue 12's targets). Prints figures; asserts nothing.
+"""glassllm.apps.client's costs (issue 12's targets). Prints figures; asserts nothing.
 
     .venv/bin/python bench/client.py [--torch-python /tmp/torchvenv/bin/python] [-n 40]
 
@@ -41,9 +41,9 @@ import orjson  # noqa: E402
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from glassllm.client import Sandbox  # noqa: E402
-from glassllm.runtime import tune_malloc  # noqa: E402
-from glassllm.wire import coerce, encode_base64  # noqa: E402
+from glassllm.apps.client import Sandbox  # noqa: E402
+from glassllm.sandbox.runtime import tune_malloc  # noqa: E402
+from glassllm.sandbox.wire import coerce, encode_base64  # noqa: E402
 from tests.sandbox_server import free_port, running_sandbox, wait_healthy  # noqa: E402
 
 
@@ -69,7 +69,7 @@ def dec(x: dict) -> np.ndarray:
 
 def floor(a_wire: dict, b_wire: dict) -> None:
     """The in-process floor: decode, forward, backward (seed ones), encode — with the same
-    base64 codec (glassllm.wire: pybase64 when installed) and JSON writer (orjson) as the
+    base64 codec (glassllm.sandbox.wire: pybase64 when installed) and JSON writer (orjson) as the
     sandbox. (Until 2026-11-30 it wrote the answer with the standard library's json.dumps,
     ~7 ms of escaping a 2 MB string that no server needs: the floor was 3x too high.)"""
     a, b = coerce("tensor", "a", a_wire), coerce("tensor", "b", b_wire)

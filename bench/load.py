@@ -143,7 +143,8 @@ def start_server(log: Path) -> tuple[subprocess.Popen, str]:
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
     env = {k: v for k, v in os.environ.items() if not k.startswith("GLASSLLM_")}
-    proc = subprocess.Popen([sys.executable, "-m", "service.cli", "--port", str(port)],
+    proc = subprocess.Popen([sys.executable, "-m", "glassllm_service.sandbox_cli",
+                             "--port", str(port)],
                             cwd=ROOT, env=env, stdout=subprocess.DEVNULL,
                             stderr=log.open("wb"))
     url = f"http://127.0.0.1:{port}"
@@ -179,7 +180,7 @@ SETTLE_S = 4.0
 
 def settled_rss_mb(pid: int) -> tuple[float, float]:
     """The RSS at once, and after SETTLE_S s with no requests: the sandbox hands a burst's
-    freed memory back once its computations are idle for 2 s (service/memory.py), so the
+    freed memory back once its computations are idle for 2 s (glassllm_service/memory.py), so the
     settled figure is the working set and what stays of a leak."""
     now = rss_mb(pid)
     gevent.sleep(SETTLE_S)

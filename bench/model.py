@@ -91,7 +91,7 @@ def bench_glassllm(steps: int, warmup: int) -> dict:
     optimizer = AdamW(model.parameters(), lr=LR, weight_decay=WD)
     ids, targets = _batch()
 
-    def step():  # the training loop's path (glassllm.training.train_steps): fused layers
+    def step():  # the training loop's path (glassllm.training.stream.train_steps): fused layers
         optimizer.zero_grad()
         model.loss(ids, targets, fused=True).backward()
         optimizer.step()
@@ -221,7 +221,7 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    from glassllm.runtime import tune_malloc
+    from glassllm.sandbox.runtime import tune_malloc
 
-    tune_malloc()  # as the sandbox and the CLI do; see glassllm/runtime.py
+    tune_malloc()  # as the sandbox and the CLI do; see glassllm/sandbox/runtime.py
     main()

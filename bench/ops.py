@@ -267,7 +267,7 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    from glassllm.runtime import tune_malloc
+    from glassllm.sandbox.runtime import tune_malloc
 
-    tune_malloc()  # as the sandbox and the CLI do; see glassllm/runtime.py
+    tune_malloc()  # as the sandbox and the CLI do; see glassllm/sandbox/runtime.py
     main()

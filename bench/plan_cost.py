@@ -5,7 +5,7 @@ near GLASSLLM_MAX_RESULT_ELEMENTS / GLASSLLM_MAX_MATMUL_MADDS (tests/plan_cost.p
 through `prepare_args` and `run` with one BLAS thread; printed: the plan (elements,
 multiply-adds), the CPU time, the time ratio (measured over the plan priced at the median
 unary op's rate per element and a square matmul's per multiply-add), NumPy's peak
-allocation (tracemalloc) and its ratio to the planned bytes. tests/test_plan_cost.py
+allocation (tracemalloc) and its ratio to the planned bytes. tests/library/test_plan_cost.py
 bounds the same ratios at small limits.
 
     python bench/plan_cost.py [--op repeat_kv] [--repeats 3]
@@ -22,7 +22,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from glassllm.limits import Limits
+from glassllm.sandbox.limits import Limits
 from tests.plan_cost import measure_all
 
 

@@ -31,7 +31,8 @@ def start(bare: bool = False) -> tuple[subprocess.Popen, str]:
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
     env = {**os.environ, "GLASSLLM_MAX_CONCURRENCY": "64"}
-    cmd = [sys.executable, "-m", "service.cli", "--port", str(port), "--log-level", "warning"]
+    cmd = [sys.executable, "-m", "glassllm_service.sandbox_cli",
+           "--port", str(port), "--log-level", "warning"]
     if bare:
         cmd = [sys.executable, "-m", "uvicorn", "bare_app:app", "--app-dir", "bench",
                "--port", str(port), "--log-level", "warning", "--no-access-log"]
@@ -198,7 +199,7 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    from glassllm.runtime import tune_malloc
+    from glassllm.sandbox.runtime import tune_malloc
 
     tune_malloc()  # the floor runs here; the server tunes itself in create_app
     main()

@@ -1,5 +1,5 @@
 """Slow and idle peers against a real sandbox: the server's memory and whether it still
-serves (service/server.py's guard).
+serves (glassllm_service/server.py's guard).
 
 Three kinds, one after the other, each against a fresh server (one worker):
 
@@ -54,9 +54,10 @@ def server(timeout: float, unguarded: bool, open_files: int | None = None):
     port = free_port()
     env = {**os.environ, "GLASSLLM_ACCESS_LOG": "0", "GLASSLLM_HEADER_TIMEOUT_S": str(timeout),
            "GLASSLLM_BODY_TIMEOUT_S": str(timeout), "GLASSLLM_SEND_TIMEOUT_S": str(timeout)}
-    cmd = ([sys.executable, "-m", "uvicorn", "--factory", "service.app:create_app",
+    cmd = ([sys.executable, "-m", "uvicorn", "--factory", "glassllm_service.app:create_app",
             "--log-level", "warning", "--port", str(port)] if unguarded else
-           [sys.executable, "-m", "service.cli", "--log-level", "warning", "--port", str(port)])
+           [sys.executable, "-m", "glassllm_service.sandbox_cli",
+            "--log-level", "warning", "--port", str(port)])
 
     def limit() -> None:                  # the common default: 1 024 open files
         if open_files:

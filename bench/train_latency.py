@@ -36,7 +36,8 @@ def start() -> tuple[subprocess.Popen, str]:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
-    proc = subprocess.Popen([sys.executable, "-m", "service.cli", "--port", str(port),
+    proc = subprocess.Popen([sys.executable, "-m", "glassllm_service.sandbox_cli",
+                             "--port", str(port),
                              "--log-level", "warning"], cwd=ROOT, env=os.environ)
     url = f"http://127.0.0.1:{port}"
     for _ in range(600):
@@ -110,7 +111,7 @@ def main() -> None:
         proc.wait(timeout=30)
     with tempfile.TemporaryDirectory() as tmp:
         t = time.perf_counter()
-        subprocess.run([sys.executable, "-m", "glassllm.cli", "train", "--steps",
+        subprocess.run([sys.executable, "-m", "glassllm.apps.cli", "train", "--steps",
                         str(args.steps), "--out", f"{tmp}/m.npz"], check=True,
                        capture_output=True, cwd=ROOT)
         cli = time.perf_counter() - t

@@ -1,6 +1,6 @@
 #!/bin/sh
 # The sandbox image's install steps, shared by the Dockerfile's builder stage and by
-# tests/test_dockerfile.py (which runs them in a fresh venv). Uses whatever `python` is
+# tests/deploy/test_dockerfile.py (which runs them in a fresh venv). Uses whatever `python` is
 # first on PATH; run from the repository root.
 #
 #   sh docker/install.sh deps   install requirements/service.lock (pinned, with hashes)

@@ -216,7 +216,7 @@ def page_and_docs(url: str) -> str:
     bad = external_hosts(own)
     assert not bad, f"external URLs served: {bad}"
     # Swagger UI's vendored bundle names hosts in licence comments and spec links; the
-    # Chromium test (tests/test_service_docs.py) proves /docs requests none of them.
+    # Chromium test (tests/page/test_swagger_ui.py) proves /docs requests none of them.
     named = sorted(set().union(*external_hosts({u: docs[u] for u in assets}).values()))
     print(f"     note: Swagger UI's vendored assets name {len(named)} hosts as text "
           f"(licences, spec links), none loaded by /docs")

@@ -5,13 +5,14 @@ fix in ``.input``. Its kinds say which rule was broken:
 
 - `WireError`: a value that does not fit its input's kind (a ragged list, a float id);
 - `ShapeError`: shapes (or a head count) that break an op's documented contract;
-- `LimitError`: a request that would exceed a size limit (`glassllm.limits.Limits`);
+- `LimitError`: a request that would exceed a size limit (`glassllm.sandbox.limits.Limits`);
 - `ComputeError`: NumPy refused the computation (a broadcast, an axis, an index);
-- `ExprError` (`glassllm.expr`): the expression language, with the offending position.
+- `ExprError` (`glassllm.sandbox.expr`): the expression language, with the offending position.
 
 The library knows no HTTP: the service maps each kind to one status, once
-(``service/errors.py``). A class that derives from two kinds (an expression's limit is an
-`ExprError` and a `LimitError`) takes the status of the first kind the service maps.
+(`glassllm_service.http_errors`). A class that derives from two kinds (an expression's
+limit is an `ExprError` and a `LimitError`) takes the status of the first kind the service
+maps.
 """
 
 from __future__ import annotations

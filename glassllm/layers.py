@@ -11,8 +11,8 @@ arguments (so a gradient sandbox can show the gradient of each weight), and as a
 from ``glassllm.autograd`` only; there is no hand-written backward in this file: the
 lines you read are the lines that run. ``rms_norm``, ``attention`` and ``swiglu`` also
 take ``fused=True``, the training loop's choice: the same math as one node each, with
-its backward written out by hand (``glassllm.fused``, nanoGPT's ``if self.flash:``),
-tested equal to these lines (tests/test_fused.py).
+its backward written out by hand (``glassllm.fast.fused``, nanoGPT's ``if self.flash:``),
+tested equal to these lines (tests/library/test_fused.py).
 
 Shape letters (STYLE.md): B batch · n sequence length · d model width · H query heads ·
 Hkv key/value heads · dk head dimension · V vocabulary · F feed-forward width ·
@@ -26,7 +26,7 @@ Shape contracts: each functional form first calls its ``*_shape`` function
 shapes written in the docstring and returns the output shape, from shapes alone. A weight
 that NumPy would happily broadcast — a gain of shape (20000, 1, 1, d) instead of (d,) —
 is refused with a `ShapeError` naming it and both shapes, before any work. The sandbox's
-shape plans (`glassllm.registry`) call the same functions, so what it plans is what runs.
+shape plans (`glassllm.sandbox.registry`) call the same functions, so what it plans is what runs.
 """
 
 from __future__ import annotations
@@ -41,7 +41,6 @@ from typing import Any
 import numpy as np
 
 from glassllm import Tensor
-from glassllm import fused as _fused
 from glassllm.autograd import (
     masked_fill,
     matmul,
@@ -55,6 +54,7 @@ from glassllm.autograd import (
     tsum,
 )
 from glassllm.checks import check_int, check_real
+from glassllm.fast import fused as _fused
 from glassllm.shapes import ShapeError, positive_count
 
 __all__ = [  # the module classes too: given by __getattr__ below, from glassllm.modules
@@ -83,7 +83,7 @@ __all__ = [  # the module classes too: given by __getattr__ below, from glassllm
 Shape = tuple[int, ...]
 
 # A hook on the attention probabilities (B, H, n, n) of every ``attention`` call: unset
-# (None) in normal use. ``glassllm.training.attention_maps`` sets it to record them (and
+# (None) in normal use. ``glassllm.training.stream.attention_maps`` sets it to record them (and
 # keep their gradients); its tests set it to nudge them for finite differences. While it
 # is set, ``fused=True`` runs the composed lines too: the probe needs the probabilities
 # as a tensor of their own. A ContextVar, so one request's probe never sees another's (H6).
@@ -255,8 +255,8 @@ def rms_norm(x: Tensor, weight: Tensor, eps: float = 1e-6, *, fused: bool = Fals
         eps: not differentiable (L0.6)
 
     The gradients come from the chain rule through the lines below. ``fused=True`` runs
-    the same math as one node with this backward written out (``glassllm.fused.rms_norm``,
-    the training loop's choice; tests/test_fused.py checks both agree).
+    the same math as one node with this backward written out (``glassllm.fast.fused.rms_norm``,
+    the training loop's choice; tests/library/test_fused.py checks both agree).
 
     Raises:
         ShapeError (a ValueError): weight is not (d,) for x's last axis d; x is 0-d.
@@ -398,11 +398,11 @@ def attention(
         cos, sin: not differentiable (trig tables, L0.6)
 
     ``fused=True`` runs the same math as one node with its backward written out
-    (``glassllm.fused.attention``): the training loop's choice, tested equal to these
-    lines (tests/test_fused.py). While ``ATTENTION_PROBE`` is set these lines run anyway.
+    (``glassllm.fast.fused.attention``): the training loop's choice, tested equal to these
+    lines (tests/library/test_fused.py). While ``ATTENTION_PROBE`` is set these lines run anyway.
 
     ``cache`` (generation only, under ``no_grad``): the layer's keys and values of the t
-    positions before x's (``glassllm.kvcache``); x's keys and values are appended to it,
+    positions before x's (``glassllm.fast.kvcache``); x's keys and values are appended to it,
     and each query attends to the t cached positions and x's up to its own. Without a
     cache t = 0.
 
@@ -498,8 +498,8 @@ def swiglu(x: Tensor, w1: Tensor, w2: Tensor, w3: Tensor, *, fused: bool = False
         w3: xᵀ @ ((g @ w2ᵀ) * silu(x @ w1)), summed over x's leading axes
 
     The gradients come from the chain rule through the lines below. ``fused=True`` runs
-    the same math as one node with this backward written out (``glassllm.fused.swiglu``,
-    the training loop's choice; tests/test_fused.py checks both agree).
+    the same math as one node with this backward written out (``glassllm.fast.fused.swiglu``,
+    the training loop's choice; tests/library/test_fused.py checks both agree).
 
     Raises:
         ShapeError (a ValueError): a weight is not shaped as above (names it, both shapes).
@@ -587,7 +587,7 @@ def transformer_block(
         n_heads, n_kv_heads, cos, sin, eps: not differentiable (L0.6, L2.4)
 
     ``fused=True`` runs rms_norm, attention and swiglu as fused nodes (the training
-    loop's choice, tested equal: tests/test_fused.py).
+    loop's choice, tested equal: tests/library/test_fused.py).
 
     Raises:
         ShapeError (a ValueError), before any work: a gain not (d,), or anything

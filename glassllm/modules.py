@@ -274,8 +274,8 @@ class GlassLM(Module):
         """Logits (B, n, V) of ids (B, n): integers in [0, V) of any integer dtype.
 
         ``fused=True`` runs rms_norm, attention and swiglu as fused nodes (the training
-        loop's choice: the same math, one node each; ``glassllm.fused``). ``cache`` (a
-        ``glassllm.kvcache.KVCache``, generation only): ids continue the positions it
+        loop's choice: the same math, one node each; ``glassllm.fast.fused``). ``cache`` (a
+        ``glassllm.fast.kvcache.KVCache``, generation only): ids continue the positions it
         holds, and their keys and values are added to it.
 
         Raises TypeError for an id that is not an integer and ValueError for one outside
@@ -331,9 +331,9 @@ class GlassLM(Module):
 
         The context is cropped to the last ``max_seq_len`` tokens. With ``kv_cache`` (the
         default) each new token runs only its own position through the model, reading the
-        keys and values of the earlier ones from ``glassllm.kvcache.KVCache``; without it,
+        keys and values of the earlier ones from ``glassllm.fast.kvcache.KVCache``; without it,
         every step reruns the forward pass over the whole context (clear, not fast). Both
-        give the same tokens (tests/test_training.py).
+        give the same tokens (tests/library/test_training.py).
 
         Raises: ValueError for ids of any other shape (a single id is ``[id]``); TypeError/
         ValueError naming the first id that is not an integer in [0, V);
@@ -362,7 +362,7 @@ class GlassLM(Module):
         """`generate` of one prompt (n,), its arguments checked: (n + max_new_tokens,)."""
         out = ids.tolist()
         if kv_cache:
-            from glassllm.kvcache import next_logits_cached
+            from glassllm.fast.kvcache import next_logits_cached
 
             next_logits = next_logits_cached(self)
         else:

@@ -16,7 +16,7 @@ is refused before any work — and before any work done only to find that out.
   `reduce_shape`, `matmul_rule`, `cross_entropy_rule`, `rope_rule`, `repeat_kv_rule`;
   the layers' are `glassllm.layers.*_shape`): each returns a `Rule`, the output shape and
   the axes each input's gradient is summed over (L0.5). The op (`glassllm.autograd`), its
-  plan (`glassllm.registry`) and the expression ledger all call the same rule, as JAX's
+  plan (`glassllm.sandbox.registry`) and the expression ledger all call the same rule, as JAX's
   primitives do.
 - `ShapeError`: a ValueError that names the one input whose shape breaks an op's contract,
   so the sandbox can say which input to fix (H4).

@@ -1,7 +1,7 @@
 """Planned cost against real cost, for every op of the registry (SPEC H5).
 
-The admission (service/admission.py) and every limit trust an op's plan
-(`glassllm.registry.plans`): its elements (output and intermediates) and its multiply-adds,
+The admission (glassllm_service/admission.py) and every limit trust an op's plan
+(`glassllm.sandbox.registry.plans`): its elements (output and intermediates) and its multiply-adds,
 known from shapes before any work. This module builds, for each op, the inputs a user
 could choose to make the op cost the most for its plan — sized so the plan sits near the
 limits — runs them through the library's one request path (`prepare_args`, `run`), and
@@ -15,7 +15,7 @@ whose backward loops in Python over a size the user picks (repeat_kv's repeats b
 summed its copies at once) shows a ratio in the hundreds. ``memory_ratio`` is the peak of
 NumPy's allocations over the planned bytes (8 per element of the plan and the inputs).
 
-Used by tests/test_plan_cost.py (small limits: fast) and bench/plan_cost.py (the
+Used by tests/library/test_plan_cost.py (small limits: fast) and bench/plan_cost.py (the
 defaults: the full-size figures). Figures, not timed assertions: the test bounds ratios.
 """
 
@@ -31,8 +31,8 @@ from typing import Any
 
 import numpy as np
 
-from glassllm import registry
-from glassllm.limits import Limits
+from glassllm.sandbox import registry
+from glassllm.sandbox.limits import Limits
 
 BYTES = 8                         # float64: what a planned element holds
 
@@ -75,7 +75,7 @@ def _last(limit: int, width: int) -> int:
 
 def cases(limits: Limits) -> Iterator[Case]:
     """The costliest inputs per op for its plan, sized near `limits`. Every op of the
-    registry has at least one (tests/test_plan_cost.py checks it)."""
+    registry has at least one (tests/library/test_plan_cost.py checks it)."""
     arr, res, madds = limits.max_array_elements, limits.max_result_elements, \
         limits.max_matmul_madds
     n = min(arr, res)
@@ -297,7 +297,7 @@ def measure_all(limits: Limits, repeats: int = 3,
     """Every case at `limits`, with its ratios to the plan."""
     from threadpoolctl import threadpool_limits
 
-    from glassllm.runtime import tune_malloc
+    from glassllm.sandbox.runtime import tune_malloc
     tune_malloc()               # as each worker of the service: freed buffers are reused
     with threadpool_limits(limits=1):                   # the service's default per slot
         r = rates(limits)

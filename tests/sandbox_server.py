@@ -13,8 +13,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import httpx
-
-ROOT = Path(__file__).resolve().parent.parent
+from paths import ROOT
 
 
 def free_port() -> int:
@@ -39,7 +38,7 @@ def wait_healthy(url: str, proc: subprocess.Popen | None = None, timeout: float 
 def running_sandbox(env: dict | None = None, command: list[str] | None = None,
                     cwd: Path = ROOT) -> Iterator[str]:
     port = free_port()
-    cmd = (command or [sys.executable, "-m", "service.cli"]) + [
+    cmd = (command or [sys.executable, "-m", "glassllm_service.sandbox_cli"]) + [
         "--host", "127.0.0.1", "--port", str(port), "--log-level", "warning"]
     proc = subprocess.Popen(cmd, cwd=cwd, env={**os.environ, **(env or {})},
                             stdout=subprocess.DEVNULL)  # stderr: inherited, pytest shows it

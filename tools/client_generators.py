@@ -100,7 +100,7 @@ def main(argv: list[str]) -> int:
         return 0
     if argv[:1] == ["generate"] and len(argv) == 2:
         sys.path.insert(0, str(ROOT))
-        from service.app import create_app
+        from glassllm_service.app import create_app
         out = Path(argv[1])
         out.mkdir(parents=True, exist_ok=True)
         document = out / "openapi.json"

@@ -26,6 +26,7 @@ Usage: ``.venv/bin/python tools/mutation.py [--budget SECONDS] [--seed N] [--all
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import random
 import re
@@ -41,6 +42,7 @@ MUTANTS = ROOT / "mutants"
 EQUIVALENT = ROOT / "tools" / "mutation_equivalent.toml"
 MUTMUT = [str(Path(sys.executable).with_name("mutmut"))]
 SEED_MUTANT = "glassllm.optim.x_clip_grad_norm__mutmut_1"
+SERVICE_LINK = ROOT / "glassllm_service"     # ignored by git; exists only during a run
 KILLED = {1, 3, 36, -24, 24, 152, 255, 37}   # mutmut: killed, timeout, caught by type check
 SURVIVED = {0}
 NO_TESTS = {5, 33}
@@ -50,6 +52,21 @@ def mutmut(*args: str) -> int:
     print("+ mutmut", " ".join(args[:3]) + (f" … ({len(args)} mutants)" if len(args) > 3 else ""),
           flush=True)
     return subprocess.call([*MUTMUT, *args], cwd=ROOT)
+
+
+@contextlib.contextmanager
+def service_at_the_root():
+    """mutmut names a mutant's module from its file's path below the repository, so the
+    service's files must sit at glassllm_service/ (not service/glassllm_service/) for a
+    mutant's name to be the module the tests import: a symlink for the run."""
+    made = not SERVICE_LINK.exists()
+    if made:
+        SERVICE_LINK.symlink_to(Path("service") / "glassllm_service", target_is_directory=True)
+    try:
+        yield
+    finally:
+        if made:
+            SERVICE_LINK.unlink()
 
 
 def metas() -> dict[str, dict]:
@@ -152,6 +169,11 @@ def main() -> int:
     args = parser.parse_args()
     if args.report_only:
         return report(None)
+    with service_at_the_root():
+        return run(args)
+
+
+def run(args: argparse.Namespace) -> int:
     if args.fresh:
         shutil.rmtree(MUTANTS, ignore_errors=True)
     if not (MUTANTS / "mutmut-stats.json").exists():

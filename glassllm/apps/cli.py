@@ -39,9 +39,9 @@ import numpy as np
 
 from glassllm.layers import GlassConfig
 from glassllm.modules import GlassLM
-from glassllm.runtime import tune_malloc
+from glassllm.sandbox.runtime import tune_malloc
 from glassllm.tokenizer import ByteTokenizer
-from glassllm.train import TrainingDiverged, default_corpus, read_corpus, train
+from glassllm.training.loop import TrainingDiverged, default_corpus, read_corpus, train
 
 __all__ = ["main", "printable"]
 
@@ -236,7 +236,7 @@ def _progress(steps: int):
 
 def _read_text(name: str | None) -> str:
     """The TEXT_FILE argument's corpus (or the shipped one), read as bytes by
-    `glassllm.train.read_corpus` (CRLF kept, a leading BOM dropped: what the service
+    `glassllm.training.loop.read_corpus` (CRLF kept, a leading BOM dropped: what the service
     trains on for the same file); _UsageError if unreadable or not UTF-8."""
     if name is None:
         return default_corpus()

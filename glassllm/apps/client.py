@@ -1,6 +1,6 @@
 """A Python client for the gradient sandbox (issue 12): numpy in, numpy out, exactly.
 
-    >>> from glassllm.client import Sandbox
+    >>> from glassllm.apps.client import Sandbox
     >>> with Sandbox("http://127.0.0.1:8000") as sb:             # doctest: +SKIP
     ...     r = sb.op("mul", {"a": [1.0, 2.0], "b": [3.0, 4.0]})
     ...     r.value, r.grads["a"]
@@ -53,10 +53,10 @@ import numpy as np
 try:
     import httpx
 except ImportError:                                     # pragma: no cover - tested by name
-    raise ImportError("glassllm.client needs httpx; install the client extra:"
+    raise ImportError("glassllm.apps.client needs httpx; install the client extra:"
                       " pip install 'glassllm[client]'") from None
 
-from glassllm.wire import BASE64_DTYPES, coerce, encode_array, encode_base64, is_base64
+from glassllm.sandbox.wire import BASE64_DTYPES, coerce, encode_array, encode_base64, is_base64
 
 try:                    # faster JSON when present (the service extra has it); never required
     import orjson

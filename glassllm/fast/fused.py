@@ -2,10 +2,10 @@
 
 `glassllm.layers.rms_norm`, `attention` and `swiglu` are composed from the ops of
 `glassllm.autograd`, and that is what runs by default: the lines a student reads. Each
-takes ``fused=True`` too, the training loop's choice (`glassllm.training.train_steps`),
+takes ``fused=True`` too, the training loop's choice (`glassllm.training.stream.train_steps`),
 which runs the function of the same name here: the same math as one node, with its
 backward written out, so the graph records one node per layer instead of six to
-fourteen, and the backward reuses what the forward computed. `tests/test_fused.py`
+fourteen, and the backward reuses what the forward computed. `tests/library/test_fused.py`
 checks every node against its layer's composed lines (the value and every gradient, at
 several shapes and with GQA, to a tolerance of float64 rounding: the sums run in
 another order) and runs the gradient checker on each; docs/performance.md has the

@@ -10,7 +10,7 @@ from typing import Any
 
 import numpy as np
 
-from glassllm.wire import encode_array
+from glassllm.sandbox.wire import encode_array
 
 __all__ = ["ATOL", "RTOL", "compare"]
 

@@ -1,7 +1,7 @@
 """Every example of SPEC Part L as a ready ``POST /api/v1/eval`` request (issue 5).
 
 Used by ``GET /api/v1/examples``, the page's gallery and the tests. Inputs and expected
-numbers come from the registry's examples (`glassllm.registry`), so no number is written
+numbers come from the registry's examples (`glassllm.sandbox.registry`), so no number is written
 twice; only the masked softmax, a composition of two ops, states its own.
 """
 
@@ -11,7 +11,7 @@ from typing import Any
 
 import numpy as np
 
-from glassllm import registry
+from glassllm.sandbox import registry
 
 __all__ = ["EXAMPLES"]
 
@@ -64,7 +64,7 @@ EXAMPLES: list[dict] = [
 def _complete(example: dict) -> dict:
     """Fill what ``expected`` leaves out (value, or a variable's gradient) with the
     library's own answer (issue 12); a test checks it against central differences."""
-    from glassllm.expr import evaluate  # expr imports registry, as we do
+    from glassllm.sandbox.expr import evaluate  # expr imports registry, as we do
     r = evaluate(**example["request"])
     stated = example["expected"]
     example["expected"] = {"value": stated.get("value", r["value"]),

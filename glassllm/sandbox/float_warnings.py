@@ -8,7 +8,7 @@ NumPy reports two kinds of warnings:
   in Python 3.11. `install()` makes those raise (a per-call effect, so thread-safe), and
   `run_recording()` reruns the computation once under a lock to record their messages.
 
-The ops route and the eval route (and `glassllm.expr.evaluate`) use both.
+The ops route and the eval route (and `glassllm.sandbox.expr.evaluate`) use both.
 """
 
 from __future__ import annotations

@@ -1,7 +1,7 @@
 """Lessons: prepared cases with two or three sentences on what to notice (issue 14, item 7).
 
 Each lesson is a ready ``POST /api/v1/eval`` request and its notes. Every note is a sentence
-for the student *and* the claims that make it true, so ``tests/test_lessons.py`` checks each
+for the student *and* the claims that make it true, so ``tests/library/test_lessons.py`` checks each
 sentence against the numbers the lesson produces — the page shows the same text.
 
 A claim reads one array of the result: ``"value"``, ``"grads.<variable>"``, or a node by its

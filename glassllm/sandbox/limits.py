@@ -1,7 +1,7 @@
 """The size limits of one request (SPEC H5), written once.
 
-The library checks them (`glassllm.registry.prepare`, `glassllm.expr.evaluate`); the
-service builds its one `Limits` from its settings (``service/settings.py``), whose
+The library checks them (`glassllm.sandbox.registry.prepare`, `glassllm.sandbox.expr.evaluate`); the
+service builds its one `Limits` from its settings (``glassllm_service/settings.py``), whose
 defaults are these.
 """
 

@@ -16,7 +16,7 @@ own) kept 4–28 MB resident in the sandbox after `trim_free_memory()` while gli
 nearly all of it free, where the main arena's free pages all went back (issue 9).
 `trim_free_memory()` hands every free page back to the operating system (the sandbox
 calls it when its computations have been idle for a moment, after a burst:
-service/memory.py). Neither is ever called on import: a library must not
+glassllm_service/memory.py). Neither is ever called on import: a library must not
 change its host process's allocator; the programs that own their process call them.
 """
 

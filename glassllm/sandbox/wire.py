@@ -1,7 +1,8 @@
 """The wire format of the gradient sandbox (SPEC H3): JSON values <-> NumPy, one kind at a time.
 
-Pure Python + NumPy, no web framework: the service (`service/`) and the expression
-evaluator (`glassllm.expr`) share it, so a notebook and the HTTP API read inputs the same way.
+Pure Python + NumPy, no web framework: the service (`glassllm_service`) and the expression
+evaluator (`glassllm.sandbox.expr`) share it, so a notebook and the HTTP API read inputs the
+same way.
 
 Arrays travel as JSON numbers and nested lists of float64. Non-finite floats travel as the
 strings ``"NaN"``, ``"Infinity"``, ``"-Infinity"`` (``"nan"``, ``"inf"``, ``"-inf"`` are also
@@ -27,7 +28,7 @@ the slow, exact path. The caller says whether booleans can be present at all
 (``maybe_bools``): the service passes ``b"true" in body or b"false" in body``, which is
 False for nearly every numeric request, so the check costs one byte search.
 
-Kinds (the ``kind`` of a registry input, see `glassllm.registry`):
+Kinds (the ``kind`` of a registry input, see `glassllm.sandbox.registry`):
 
 =========  ===========================================================================
 tensor     float64 array or number (L0.3); may be differentiable

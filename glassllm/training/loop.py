@@ -16,7 +16,7 @@ import numpy as np
 from glassllm import no_grad
 from glassllm.checks import check_int, check_real, id_array
 from glassllm.modules import GlassLM
-from glassllm.training import TrainingDiverged, get_batch, train_steps
+from glassllm.training.stream import TrainingDiverged, get_batch, train_steps
 
 __all__ = [  # TrainingDiverged, get_batch: training.py
     "TrainResult",
@@ -65,9 +65,9 @@ def read_corpus(path) -> str:
 
 
 def default_corpus() -> str:
-    """The small English corpus shipped in ``glassllm/data/corpus.txt`` (no download),
+    """The small English corpus shipped in ``glassllm/training/data/corpus.txt`` (no download),
     read as `read_corpus` reads any corpus."""
-    with resources.as_file(resources.files("glassllm") / "data" / "corpus.txt") as path:
+    with resources.as_file(resources.files("glassllm.training") / "data" / "corpus.txt") as path:
         return read_corpus(path)
 
 
@@ -95,7 +95,7 @@ def train(
 
     Each step: draw B windows of n tokens, loss = mean next-token cross-entropy,
     backward, clip the global gradient norm, AdamW (or ``optimizer="sgd"``) step. The
-    loop is ``glassllm.training.train_steps``, which the sandbox's /api/v1/train runs
+    loop is ``glassllm.training.stream.train_steps``, which the sandbox's /api/v1/train runs
     too. ``on_step(step, loss, tokens_per_second)`` is called after every step (the
     CLI's progress bar).
 
@@ -117,7 +117,7 @@ def train(
     steps_run = train_steps(model, data, steps=steps, batch_size=batch_size, seq_len=seq_len,
                             lr=lr, weight_decay=weight_decay, max_grad_norm=max_grad_norm,
                             seed=seed, optimizer=optimizer)
-    for info in steps_run:  # glassllm.training.train_steps: the loop the service runs too
+    for info in steps_run:  # glassllm.training.stream.train_steps: the loop the service runs too
         result.losses.append(info.loss)
         result.tokens = info.tokens
         result.seconds = time.perf_counter() - start

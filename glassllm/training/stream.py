@@ -3,7 +3,7 @@
 Three things the sandbox's Train view needs, in the library so the CLI, the service and
 the tests share them:
 
-* ``train_steps`` is *the* training loop (``glassllm.train.train``, which ``glassllm
+* ``train_steps`` is *the* training loop (``glassllm.training.loop.train``, which ``glassllm
   train`` runs, consumes it too), and ``train_events`` wraps it for a page: a ``start``
   event, one ``step`` event per step (the loss), a ``stats`` event every ``every`` steps
   (gradient norm per parameter group, learning rate, a short sample) and a ``done``
@@ -146,7 +146,7 @@ def train_steps(
     mean next-token cross-entropy, backward, clip the global gradient norm to
     ``max_grad_norm``, optimizer step. The model runs with ``fused=True``: its
     rms_norm, attention and swiglu as one node each with a hand-written backward
-    (``glassllm.fused``), the same math as their composed lines, faster. With ``every``
+    (``glassllm.fast.fused``), the same math as their composed lines, faster. With ``every``
     = K > 0, steps K, 2K, … and the last also carry the gradient norm of each parameter
     group (before clipping).
 

@@ -1,4 +1,5 @@
 """The gradient sandbox: glassllm's ops over HTTP (SPEC Part H).
 
-`service.app.create_app(settings)` builds the FastAPI app; `glassllm-sandbox` serves it.
+`glassllm_service.app.create_app(settings)` builds the FastAPI app; the
+``glassllm-sandbox`` command (`glassllm_service.sandbox_cli`) serves it.
 """

@@ -1,6 +1,6 @@
 """Admission: a request waits for a compute slot in a bounded, fair queue (issue 9, H5).
 
-    prepared = registry.prepare(...)          # or glassllm.expr.prepare: every check, no work
+    prepared = registry.prepare(...)     # or expr.prepare: every check, no work
     async with app.state.admission.slot(cost=prepared.cost, client=key, request=request):
         out = await run_in_threadpool(run_prepared, prepared)
 
@@ -37,9 +37,9 @@ from typing import Any
 
 from starlette.concurrency import run_in_threadpool
 
-from service import metrics
-from service.errors import ApiError
-from service.memory import IdleTrim
+from glassllm_service import metrics
+from glassllm_service.http_errors import ApiError
+from glassllm_service.memory import IdleTrim
 
 SMALL, LARGE = "small", "large"
 Cost = int | tuple[int, int]
@@ -106,7 +106,7 @@ class Admission:
         large_cost: planned cost above which a request is large.
         retry_after: the Retry-After (seconds) of every 503.
         on_release: called on the event loop each time a computation gives its slot back
-            (the idle memory trim: service/memory.py).
+            (the idle memory trim: glassllm_service/memory.py).
     """
 
     def __init__(self, capacity: int, max_queue: int, timeout_s: float, large_cost: int,
@@ -139,7 +139,7 @@ class Admission:
         """Hold one compute slot for the body of the ``async with``.
 
         `cost`: the request's planned ``(elements, multiply-adds)`` (a `Prepared.cost` of
-        `glassllm.registry` or `glassllm.expr`), or their sum.
+        `glassllm.sandbox.registry` or `glassllm.sandbox.expr`), or their sum.
 
         Raises: `ApiError` 503 (``queue_full`` / ``queue_timeout``) with Retry-After;
         `ClientGone` when the client disconnected while waiting.

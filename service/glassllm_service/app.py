@@ -8,21 +8,22 @@ import gc
 import anyio.to_thread
 from fastapi import FastAPI
 
-from glassllm import float_warnings
-from glassllm.registry import OPS
-from glassllm.runtime import tune_malloc
-from service import admission, errors, metrics, schemas
-from service.allow import AllowEveryMethod
-from service.auth import BearerToken
-from service.files import remove_private_dirs
-from service.hop import NoHopByHop
-from service.observability import Observability
-from service.openapi import describe_errors, for_generators
-from service.routes import allow_head, batch, check, contract, dist, health, ops, pages
-from service.routes import eval as eval_routes
-from service.routes import train as train_routes
-from service.security import SecurityHeaders, TrustedHosts, content_security_policy
-from service.settings import Settings
+from glassllm.sandbox import float_warnings
+from glassllm.sandbox.registry import OPS
+from glassllm.sandbox.runtime import tune_malloc
+from glassllm_service import admission, http_errors, metrics, schemas
+from glassllm_service.allow import AllowEveryMethod
+from glassllm_service.auth import BearerToken
+from glassllm_service.files import remove_private_dirs
+from glassllm_service.hop import NoHopByHop
+from glassllm_service.observability import Observability
+from glassllm_service.openapi import describe_errors, for_generators
+from glassllm_service.requests import batch, check
+from glassllm_service.requests import expression as eval_routes
+from glassllm_service.requests import training_run as train_routes
+from glassllm_service.routes import allow_head, contract, dist, health, ops, pages
+from glassllm_service.security import SecurityHeaders, TrustedHosts, content_security_policy
+from glassllm_service.settings import Settings
 
 DESCRIPTION = """Runs glassllm's ops forward and backward and returns values and gradients.
 
@@ -73,7 +74,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     if settings.metrics:
         metrics.install(app)
     app.state.admission = admission.from_settings(settings)
-    errors.install(app)
+    http_errors.install(app)
     for router in (health.router, ops.router, eval_routes.router, batch.router, check.router,
                    dist.router):
         app.include_router(allow_head(router))       # HEAD wherever GET (the page: pages.py)
@@ -108,7 +109,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         if app.openapi_schema is None:
             from fastapi.openapi.utils import get_openapi
             # one POST per op, generated from the registry (the app routes them all
-            # through one /api/v1/ops/{name} route: service/routes/ops.py)
+            # through one /api/v1/ops/{name} route: glassllm_service/routes/ops.py)
             schema = get_openapi(title=app.title, version=app.version,
                                  description=app.description,
                                  routes=[*app.routes, *ops.DOCUMENTED.routes])

@@ -29,7 +29,7 @@ import hmac
 import re
 from typing import Any
 
-from service.errors import ApiError, error_response
+from glassllm_service.http_errors import ApiError, error_response
 
 REALM = 'Bearer realm="glassllm"'
 CHALLENGE = REALM

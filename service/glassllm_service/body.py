@@ -1,5 +1,5 @@
 """Limits enforced around every computation (SPEC H5): body size while reading, JSON depth
-before parsing. The cap on concurrent computations is service/admission.py."""
+before parsing. The cap on concurrent computations is glassllm_service/admission.py."""
 
 from __future__ import annotations
 
@@ -11,10 +11,10 @@ import anyio.to_thread
 import orjson
 from starlette.requests import Request
 
-from service.admission import ClientGone
-from service.codec import json_depth
-from service.errors import ApiError
-from service.settings import Settings
+from glassllm_service.admission import ClientGone
+from glassllm_service.codec import json_depth
+from glassllm_service.http_errors import ApiError
+from glassllm_service.settings import Settings
 
 
 async def read_body(request: Request, settings: Settings, op: str | None = None) -> bytes:
@@ -81,7 +81,7 @@ async def read_json(request: Request, settings: Settings, op: str | None = None,
     empty (``send`` is what the message says to send), too deep or not JSON.
 
     Returns the parsed body and `maybe_bools` (the body spells true / false somewhere: the
-    exact path of `glassllm.wire` is needed only then). `op` is named in every refusal.
+    exact path of `glassllm.sandbox.wire` is needed only then). `op` is named in every refusal.
     `queued`: the request will wait for a compute slot (see `read_json_then`).
     """
     return await read_json_then(request, settings, lambda parsed, maybe_bools: (
@@ -99,7 +99,7 @@ async def read_json_then(request: Request, settings: Settings,
     queued for the prepare step).
 
     `queued` (the default): the request goes on to wait for a compute slot
-    (`service.admission.run_admitted`), so when every slot is busy and the queue is full
+    (`glassllm_service.admission.run_admitted`), so when every slot is busy and the queue is full
     it is refused (503 ``queue_full``) before its body is read, as the queue would refuse
     it after. A route that takes no slot (starting a training run) passes False."""
     headers = request.headers

@@ -1,6 +1,6 @@
 """JSON in and out with orjson and NumPy (SPEC H3): large arrays never go element by element
 through pydantic. Parsing and array building happen in C; the non-finite tokens and the
-strict int / bool kinds take the exact path of `glassllm.wire` only when needed.
+strict int / bool kinds take the exact path of `glassllm.sandbox.wire` only when needed.
 """
 
 from __future__ import annotations
@@ -11,8 +11,8 @@ from typing import Any
 import numpy as np
 import orjson
 
-from glassllm.wire import coerce, encode_array, encode_base64
-from service.errors import ApiError
+from glassllm.sandbox.wire import coerce, encode_array, encode_base64
+from glassllm_service.http_errors import ApiError
 
 _ESCAPE = re.compile(rb"\\.", re.S)  # a backslash and the byte it escapes
 _NOT_STRUCTURE = bytes(c for c in range(256) if c not in b'[]{}"')
@@ -63,7 +63,7 @@ def encoding_of(body: Any, op: str | None = None) -> str:
 def encode_as(arr: Any, encoding: str) -> Any:
     """One answer array: `encode_value` for ``"json"``, ``{"dtype", "shape", "base64"}`` for
     ``"base64"``. `arr` is a NumPy result, or the wire JSON of an expression's answer
-    (`glassllm.expr.evaluate`), which ``"json"`` leaves as it is. Give ``"base64"`` the
+    (`glassllm.sandbox.expr.evaluate`), which ``"json"`` leaves as it is. Give ``"base64"`` the
     array itself (``expr.run(..., arrays=True)``): wire JSON has lost a NaN's sign and
     payload to the token "NaN", which reads back as the one default NaN."""
     if encoding == "base64":

@@ -38,7 +38,7 @@ from starlette import responses, staticfiles
 from starlette.datastructures import Headers
 from starlette.types import Scope
 
-from service.errors import ApiError
+from glassllm_service.http_errors import ApiError
 
 # §14.1.1: int-range = first-pos "-" [ last-pos ], suffix-range = "-" suffix-length
 _RANGE_SPEC = re.compile(r"(?:([0-9]+)-([0-9]*)|-([0-9]+))")

@@ -3,10 +3,10 @@ warmed state).
 
 A burst of large requests (a queue of (256, 256) matmuls, an overload of 512 clients)
 leaves the allocator holding the freed bodies and arrays: NumPy's buffers sit in glibc's
-heap (kept on purpose for reuse: glassllm/runtime.py) and Python keeps its small-object
+heap (kept on purpose for reuse: glassllm/sandbox/runtime.py) and Python keeps its small-object
 arenas. `IdleTrim` waits until this worker's computations have been idle for
 ``delay_s`` (no slot released in that time, none running or queued), then calls
-`glassllm.runtime.trim_free_memory` once, in a thread, off the event loop. Under steady
+`glassllm.sandbox.runtime.trim_free_memory` once, in a thread, off the event loop. Under steady
 load it never fires (every finished computation pushes it back), so the hot path keeps
 its reused buffers; after the burst the process returns to its working set.
 """
@@ -18,7 +18,7 @@ import gc
 from collections.abc import Callable
 from typing import Any
 
-from glassllm.runtime import trim_free_memory
+from glassllm.sandbox.runtime import trim_free_memory
 
 
 def collect_and_trim() -> bool:

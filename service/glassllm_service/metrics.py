@@ -119,7 +119,7 @@ def install(app: Any) -> None:
     from fastapi import APIRouter
     from starlette.responses import PlainTextResponse
 
-    from service.routes import allow_head
+    from glassllm_service.routes import allow_head
     enable()
 
     async def metrics(request: Request) -> Response:

@@ -23,9 +23,9 @@ from typing import Any
 
 import orjson
 
-from glassllm import registry
-from service import metrics
-from service.allow import template_of
+from glassllm.sandbox import registry
+from glassllm_service import metrics
+from glassllm_service.allow import template_of
 
 log = logging.getLogger("glassllm.access")
 _SAFE_ID = re.compile(rb"[A-Za-z0-9._:-]{1,128}")

@@ -24,7 +24,7 @@ import copy
 import re
 from typing import Any
 
-from glassllm.wire import NONFINITE_IN
+from glassllm.sandbox.wire import NONFINITE_IN
 
 MAX_LIST_DIMS = 6               # named nested-list depths; deeper lists: the *Deep schema
 CANONICAL_NONFINITE = ["NaN", "Infinity", "-Infinity"]
@@ -160,7 +160,7 @@ def describe_errors(doc: dict, token: bool) -> None:
     its schemas. With a token (`token`: GLASSLLM_API_TOKEN set), every ``POST /api/v1/...``
     also answers 401 (no or another token) and 400 (a malformed Authorization header),
     and says it takes a Bearer token (a security scheme)."""
-    from service.schemas import HEADERS
+    from glassllm_service.schemas import HEADERS
     schemas = doc.setdefault("components", {}).setdefault("schemas", {})
     for item in doc["paths"].values():
         for operation in item.values():

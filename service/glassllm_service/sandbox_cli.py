@@ -9,7 +9,7 @@ import os
 import shutil
 import tempfile
 
-from glassllm.cli import _int_type
+from glassllm.apps.cli import _int_type
 
 # uvicorn's own names (uvicorn.config.LOG_LEVELS), written here so a bad one is a usage
 # error before uvicorn is imported, not a KeyError traceback from inside it.
@@ -36,7 +36,7 @@ def _int_in(low: int, high: int | None, rule: str):
 def _workers(text: str) -> int:
     """``--workers``: a positive integer, or ``auto``: one per available CPU (cpus.py)."""
     if text == "auto":
-        from service.cpus import available_cpus
+        from glassllm_service.cpus import available_cpus
         return available_cpus()
     try:
         return _int_in(1, None, "a positive integer or 'auto'")(text)
@@ -51,7 +51,7 @@ def worker_environment(workers: int, metrics: bool = True):
 
     ``GLASSLLM_WORKERS`` lets each worker take its share of the CPUs as compute slots;
     with several workers, ``PROMETHEUS_MULTIPROC_DIR`` (a fresh directory, removed at
-    exit) lets /metrics sum every worker's counters (service/metrics.py); not with
+    exit) lets /metrics sum every worker's counters (glassllm_service/metrics.py); not with
     ``metrics`` off. A directory the caller gave is `main`'s to check first.
     """
     saved = {k: os.environ.get(k) for k in ("GLASSLLM_WORKERS", "PROMETHEUS_MULTIPROC_DIR")}
@@ -108,8 +108,8 @@ def main(argv: list[str] | None = None) -> None:
     except ImportError as exc:
         raise SystemExit(f"glassllm-sandbox needs the service extra: pip install"
                          f" 'glassllm[service]' ({exc})") from None
-    from service.settings import Settings, SettingsError
-    from service.supervisor import MetricsDirError, prepare_metrics_dir, supervised
+    from glassllm_service.settings import Settings, SettingsError
+    from glassllm_service.supervisor import MetricsDirError, prepare_metrics_dir, supervised
     try:
         settings = Settings()   # a bad GLASSLLM_* variable stops here, named, not in a worker
     except SettingsError as exc:
@@ -121,14 +121,14 @@ def main(argv: list[str] | None = None) -> None:
         except MetricsDirError as exc:
             raise SystemExit(f"glassllm-sandbox: {exc}") from None
     open_files_for(settings.max_connections)
-    from service.server import PROTOCOL
-    # access_log=False: service/observability.py writes one line per request instead
+    from glassllm_service.server import PROTOCOL
+    # access_log=False: glassllm_service/observability.py writes one line per request instead
     # (with the op and the request id); GLASSLLM_ACCESS_LOG=0 turns it off. Several
     # workers: supervised() marks each ended worker's live gauges dead (supervisor.py).
-    # The http protocol is uvicorn's httptools one with the guard of service/server.py:
+    # The http protocol is uvicorn's httptools one with the guard of glassllm_service/server.py:
     # header, body and send timeouts, a bound on open connections.
     with worker_environment(args.workers, settings.metrics), supervised():
-        uvicorn.run("service.app:create_app", factory=True, host=args.host, port=args.port,
+        uvicorn.run("glassllm_service.app:create_app", factory=True, host=args.host, port=args.port,
                     workers=args.workers, log_level=args.log_level, access_log=False,
                     timeout_graceful_shutdown=10, http=PROTOCOL,
                     timeout_keep_alive=settings.keepalive_timeout_s)

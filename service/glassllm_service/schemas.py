@@ -1,6 +1,6 @@
 """The API's shapes for OpenAPI (H1: generated from the registry, never written twice).
 
-The POST bodies are parsed by `service.codec`, not by pydantic (speed, H3); the models and
+The POST bodies are parsed by `glassllm_service.codec`, not by pydantic (speed, H3); the models and
 JSON schemas here document them, and the OpenAPI snapshot test guards them.
 """
 
@@ -10,12 +10,12 @@ from typing import Any
 
 from pydantic import BaseModel, Field
 
-from glassllm.registry import Op
-from glassllm.wire import BASE64_DTYPES, NONFINITE_IN
+from glassllm.sandbox.registry import Op
+from glassllm.sandbox.wire import BASE64_DTYPES, NONFINITE_IN
 
 NONFINITE = {"type": "string", "enum": sorted(NONFINITE_IN)}
 
-# JSON schemas of the input kinds of glassllm.wire; FloatArray and friends are recursive.
+# JSON schemas of the input kinds of glassllm.sandbox.wire; FloatArray and friends are recursive.
 COMPONENTS: dict[str, dict] = {
     "NonFinite": NONFINITE,
     "Float": {"anyOf": [{"type": "number"}, {"$ref": "#/components/schemas/NonFinite"}]},
@@ -185,7 +185,7 @@ class ErrorBody(BaseModel):
 
 # Each error status an operation can answer, documented with the error envelope (H4) and
 # the headers that come with it: /openapi.json lists exactly the statuses a route sends.
-# `service.openapi.describe_errors` adds 401 and 400 where a token is asked for.
+# `glassllm_service.openapi.describe_errors` adds 401 and 400 where a token is asked for.
 WHY = {
     400: "the shapes or values break the op's rule (`shape_error`, `numpy_error`,"
          " `invalid_value`)",
@@ -232,7 +232,7 @@ def error_responses(*statuses: int, why: dict[int, str] | None = None) -> dict[i
 def op_error_statuses(op: Op) -> tuple[int, ...]:
     """The error statuses ``POST /api/v1/ops/<op>`` can answer: the body's (413, 415,
     422), the queue's (503), and 400 unless the op's plan cannot refuse a shape (an
-    elementwise op of one tensor, glassllm/registry/plans.py ``same_as``)."""
+    elementwise op of one tensor, glassllm/sandbox/registry/plans.py ``same_as``)."""
     refuses = getattr(op.plan, "may_refuse", True)
     return (400, 413, 415, 422, 503) if refuses else (413, 415, 422, 503)
 
@@ -256,7 +256,7 @@ class BatchResult(BaseModel):
 
 
 class CheckResult(BaseModel):
-    """``POST /api/v1/check``: a report per claimed array (`glassllm.grade.compare`)."""
+    """``POST /api/v1/check``: a report per claimed array (`glassllm.sandbox.compare.compare`)."""
 
     passed: bool
     value: dict[str, Any] | None

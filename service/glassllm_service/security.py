@@ -31,7 +31,7 @@ from typing import Any
 
 from starlette.datastructures import Headers, MutableHeaders
 
-from service.errors import ApiError, error_response
+from glassllm_service.http_errors import ApiError, error_response
 
 INLINE = re.compile(r"<(script|style)>(.*?)</\1>", re.S)
 OPEN_PATHS = frozenset({"/healthz", "/readyz", "/metrics"})

@@ -26,7 +26,7 @@ loop (`GuardedHttpToolsProtocol`, handed to uvicorn as its ``http`` protocol):
 
 A connection's memory is thus bounded by what one request may send
 (``GLASSLLM_MAX_BODY_BYTES``) and get back (``GLASSLLM_MAX_ANSWER_ELEMENTS``), for as long
-as these timeouts allow. Tests: tests/test_slow_peers.py (real sockets, a real server);
+as these timeouts allow. Tests: tests/service/test_slow_peers.py (real sockets, a real server);
 figures: bench/slow_peers.py.
 """
 
@@ -40,10 +40,10 @@ from typing import Any
 import orjson
 from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
 
-from service.errors import ApiError
-from service.settings import Settings
+from glassllm_service.http_errors import ApiError
+from glassllm_service.settings import Settings
 
-PROTOCOL = "service.server:GuardedHttpToolsProtocol"   # uvicorn.run(http=...)
+PROTOCOL = "glassllm_service.server:GuardedHttpToolsProtocol"   # uvicorn.run(http=...)
 
 
 @functools.cache

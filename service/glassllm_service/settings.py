@@ -17,7 +17,7 @@ from typing import Annotated, Any, Literal
 from pydantic import Field, ValidationError, field_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
-from glassllm.limits import Limits
+from glassllm.sandbox.limits import Limits
 
 ENV_PREFIX = "GLASSLLM_"
 GiB = 1024 ** 3
@@ -61,7 +61,7 @@ class Settings(StrictSettings):
     """Multiply-adds of every matmul of a request, forward + backward (3x the forward), 413."""
     max_concurrency: Annotated[int, _positive(1024)] | None = None
     """Compute slots of one worker process: computations running at once; more wait in the
-    queue. Default: the CPUs (service/cpus.py, cgroup-quota aware) divided by `workers`."""
+    queue. Default: the CPUs (glassllm_service/cpus.py, cgroup-quota aware) divided by `workers`."""
     workers: Annotated[int, _positive(1024)] = 1
     """Worker processes; ``glassllm-sandbox --workers`` sets it for the workers it starts."""
     max_queue: Annotated[int, Field(ge=0, le=100_000)] = 256
@@ -105,7 +105,7 @@ class Settings(StrictSettings):
     header_timeout_s: Annotated[float, Field(gt=0, le=3600)] = 10.0
     """Seconds for a request's complete headers to arrive, from the connection's opening
     or the request's first byte; then the connection closes (408 if part of a request
-    came). The embedded server's own guard (service/server.py), as nginx's
+    came). The embedded server's own guard (glassllm_service/server.py), as nginx's
     client_header_timeout."""
     body_timeout_s: Annotated[float, Field(gt=0, le=3600)] = 30.0
     """Longest pause between two pieces of a request body being read; then 408 and the
@@ -130,7 +130,7 @@ class Settings(StrictSettings):
     @field_validator("trusted_hosts")
     @classmethod
     def _host_names(cls, value: str) -> str:
-        from service.security import host_patterns
+        from glassllm_service.security import host_patterns
         host_patterns(value)                  # a ValueError names the entry
         return value
 
@@ -159,7 +159,7 @@ class Settings(StrictSettings):
         """`max_concurrency`, or this worker's share of the CPUs (at least 1)."""
         if self.max_concurrency is not None:
             return self.max_concurrency
-        from service.cpus import available_cpus
+        from glassllm_service.cpus import available_cpus
         return max(1, available_cpus() // self.workers)
 
     @property
@@ -171,7 +171,7 @@ class Settings(StrictSettings):
 
     @property
     def trusted_host_list(self) -> list[str]:
-        from service.security import host_patterns
+        from glassllm_service.security import host_patterns
         return host_patterns(self.trusted_hosts)
 
     @property

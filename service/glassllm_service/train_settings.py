@@ -1,6 +1,6 @@
 """Limits of the Train view's endpoints (issue 15), each set by GLASSLLM_<NAME> like H5.
 
-Kept apart from ``service.settings`` so the training routes stay one module that can be
+Kept apart from ``glassllm_service.settings`` so the training routes stay one module that can be
 removed whole; a bad value stops the app at startup with a `SettingsError` naming it.
 """
 
@@ -11,7 +11,7 @@ from typing import Annotated
 from pydantic import Field
 from pydantic_settings import SettingsConfigDict
 
-from service.settings import ENV_PREFIX, StrictSettings
+from glassllm_service.settings import ENV_PREFIX, StrictSettings
 
 
 class TrainSettings(StrictSettings):

@@ -1,9 +1,9 @@
 """Training runs off the request path: one niced child process per run.
 
-The route's async generator starts ``python -m service.training_runner`` (a fresh
+The route's async generator starts ``python -m glassllm_service.training_runner`` (a fresh
 interpreter: no fork of a threaded server, no re-import of the server's main module),
 sends it the run's settings as one JSON line on stdin, and reads back one JSON line per
-``glassllm.training.train_events`` event on stdout (``orjson``; nothing is unpickled).
+``glassllm.training.stream.train_events`` event on stdout (``orjson``; nothing is unpickled).
 The child lowers its own CPU priority (``os.nice``), so op requests win the CPU, and
 the server reads the pipe with asyncio: a run holds no thread of the server's pool and
 never competes with requests for the GIL.
@@ -65,7 +65,7 @@ async def events(kwargs: dict[str, Any], max_seconds: float,
     ``process_died`` error event. Closing the generator kills the child.
     """
     child = await asyncio.create_subprocess_exec(
-        sys.executable, "-m", "service.training_runner",
+        sys.executable, "-m", "glassllm_service.training_runner",
         stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE, limit=LINE_LIMIT)
     deadline = time.monotonic() + max_seconds
     stopped = asyncio.ensure_future(stop.wait()) if stop is not None else None
@@ -108,7 +108,7 @@ def _main() -> None:
         os.nice(CHILD_NICE)
     signal.signal(signal.SIGINT, signal.SIG_IGN)   # the server ends the run, not a Ctrl+C
     from glassllm.layers import GlassConfig
-    from glassllm.training import TrainingDiverged, train_events
+    from glassllm.training.stream import TrainingDiverged, train_events
 
     out = sys.stdout.buffer
 

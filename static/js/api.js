@@ -13,7 +13,7 @@ import { toJSON } from "./wire.js";
 export const TRIES = 4;                 // the first try and three retries
 export const JITTER_MS = 1000;          // + up to 1 s at random on each wait
 const TOKEN_KEY = "glassllm.token";
-const CLIENT_KEY = "glassllm.client";
+const CLIENT_KEY = "glassllm.apps.client";
 
 export const BUSY_TEXT = "The sandbox is busy right now (many people are running at once) — "
   + "this is not a problem with your formula. Wait a few seconds and press Run again.";

@@ -1,4 +1,4 @@
-// Input editors, built from what GET /api/v1/ops says of each input (glassllm/wire.py
+// Input editors, built from what GET /api/v1/ops says of each input (glassllm/sandbox/wire.py
 // defines the kinds; the page reads an input's `array` and `dtype`, never a list of kinds):
 //   an array (`array`)         a text box holding a nested list, its shape shown live
 //   a boolean array            the same text box plus a grid of clickable cells

@@ -24,7 +24,7 @@ function pyFloatArray(v) {
   return `np.array(${pyLiteral(v)}, dtype=float)`;
 }
 
-/** A getitem index in JSON (glassllm/wire.py decode_index) as Python subscript text. */
+/** A getitem index in JSON (glassllm/sandbox/wire.py decode_index) as Python subscript text. */
 export function pyIndex(v) {
   const item = (it) => {
     if (it === null) return "None";

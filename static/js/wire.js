@@ -70,7 +70,7 @@ export function shapeText(shape) {
   return shape.length === 1 ? `(${shape[0]},)` : `(${shape.join(", ")})`;
 }
 
-/** The sandbox's limit on the nesting of [ and { in a request body (service/settings.py,
+/** The sandbox's limit on the nesting of [ and { in a request body (service/glassllm_service/settings.py,
  *  GLASSLLM_MAX_JSON_DEPTH). The page holds to it too: past it a request is refused anyway,
  *  and a list nested that deep is a typing slip, not a tensor. */
 export const MAX_JSON_DEPTH = 32;

@@ -1,7 +1,7 @@
 """The course deployment (issue 13), checked offline: deploy/kubernetes/ against the
 Kubernetes OpenAPI schemas (kubernetes-validate ships them), its probes and resources
 against the sandbox's routes and GLASSLLM_* limits, and deploy/compose.yaml and the
-Dockerfile against service/settings.py. No Docker engine needed: `make docker-test`
+Dockerfile against glassllm_service/settings.py. No Docker engine needed: `make docker-test`
 runs the real image and the compose deployment."""
 
 from __future__ import annotations
@@ -15,8 +15,8 @@ import yaml
 from kubernetes_validate.utils import ValidationError, all_versions, validate
 from sandbox_server import ROOT
 
-from service.settings import ENV_PREFIX, Settings
-from service.train_settings import TrainSettings
+from glassllm_service.settings import ENV_PREFIX, Settings
+from glassllm_service.train_settings import TrainSettings
 
 K8S = ROOT / "deploy" / "kubernetes"
 

@@ -10,15 +10,15 @@ from __future__ import annotations
 
 import json
 import math
-from pathlib import Path
 
 import numpy as np
 import pytest
+from paths import REFERENCE
 
 from glassllm import Tensor
 from glassllm import autograd as ag
 
-REFS = json.loads((Path(__file__).parent / "reference" / "activation_torch_refs.json").read_text())
+REFS = json.loads((REFERENCE / "activation_torch_refs.json").read_text())
 FNS = {"relu": ag.relu, "tanh": ag.tanh, "sqrt": ag.sqrt, "gelu": ag.gelu,
        "gelu_tanh": ag.gelu_tanh}
 

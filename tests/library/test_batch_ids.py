@@ -19,8 +19,8 @@ import pytest
 
 from glassllm.layers import GlassConfig, GlassLM
 from glassllm.tokenizer import ByteTokenizer
-from glassllm.train import train
-from glassllm.training import attention_maps, get_batch
+from glassllm.training.loop import train
+from glassllm.training.stream import attention_maps, get_batch
 
 CONFIG = GlassConfig(d_model=8, n_layers=1, n_heads=2, n_kv_heads=1, ffn_hidden=8,
                      max_seq_len=8, seed=4)

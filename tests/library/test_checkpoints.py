@@ -20,7 +20,7 @@ import numpy as np
 import pytest
 from sandbox_server import ROOT
 
-from glassllm.cli import main as cli_main
+from glassllm.apps.cli import main as cli_main
 from glassllm.layers import GlassConfig, GlassLM
 
 SMALL = dict(d_model=8, n_layers=1, n_heads=2, n_kv_heads=1, ffn_hidden=8, max_seq_len=8)

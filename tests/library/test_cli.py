@@ -6,10 +6,10 @@ import json
 import numpy as np
 import pytest
 
-import glassllm.cli as cli
-from glassllm.cli import main
+import glassllm.apps.cli as cli
+from glassllm.apps.cli import main
 from glassllm.layers import GlassConfig, GlassLM
-from glassllm.train import TrainingDiverged, train
+from glassllm.training.loop import TrainingDiverged, train
 
 TINY = ["--d-model", "16", "--n-layers", "1", "--n-heads", "2", "--n-kv-heads", "1"]
 TINY += ["--ffn-hidden", "16", "--max-seq-len", "16", "--batch-size", "2"]

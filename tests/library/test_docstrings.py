@@ -8,7 +8,7 @@ import pytest
 import glassllm.autograd as ag
 
 MODULES = ["glassllm.tensor", "glassllm.grad_mode", "glassllm.autograd", "glassllm.gradcheck",
-           "glassllm.fused"]
+           "glassllm.fast.fused"]
 
 
 @pytest.mark.parametrize("name", MODULES)

@@ -10,6 +10,7 @@ import numpy as np
 import pytest
 
 from glassllm import Tensor
+from glassllm.apps.cli import main, printable
 from glassllm.autograd import (
     cross_entropy,
     embedding,
@@ -22,11 +23,10 @@ from glassllm.autograd import (
 )
 from glassllm.autograd import max as tmax
 from glassllm.checks import check_int, id_array
-from glassllm.cli import main, printable
 from glassllm.layers import GlassConfig, GlassLM, rope_angles
 from glassllm.optim import AdamW, clip_grad_norm
 from glassllm.tokenizer import ByteTokenizer
-from glassllm.train import get_batch, train
+from glassllm.training.loop import get_batch, train
 
 SMALL = GlassConfig(d_model=16, n_layers=2, n_heads=2, n_kv_heads=1, ffn_hidden=16, max_seq_len=8)
 SMALL_IDS = [np.uint8, np.int8, np.int16, np.uint16, np.uint32, np.int32, np.uint64]
@@ -300,7 +300,7 @@ def test_train_prints_the_parameter_count(checkpoint, capsys):
 )
 def test_generate_prints_with_any_output_encoding(checkpoint, encoding, expected):
     env = {**os.environ, "PYTHONIOENCODING": encoding}
-    base = [sys.executable, "-m", "glassllm.cli", "generate", "--checkpoint", str(checkpoint)]
+    base = [sys.executable, "-m", "glassllm.apps.cli", "generate", "--checkpoint", str(checkpoint)]
     echo = subprocess.run(
         [*base, "--prompt", "A\x1b[2J€Ж\x07", "--max-new-tokens", "0"],
         capture_output=True,

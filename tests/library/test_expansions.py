@@ -12,9 +12,9 @@ import numpy as np
 import pytest
 
 from glassllm import Tensor, layers
-from glassllm import registry as R
-from glassllm.expr import evaluate
-from glassllm.expr.expand import COMPOSITIONS
+from glassllm.sandbox import registry as R
+from glassllm.sandbox.expr import evaluate
+from glassllm.sandbox.expr.expand import COMPOSITIONS
 
 rng = np.random.default_rng(14)
 
@@ -86,7 +86,7 @@ def test_expansion_nests_and_is_off_by_default():
 def test_the_eval_route_takes_expand():
     from fastapi.testclient import TestClient
 
-    from service.app import create_app
+    from glassllm_service.app import create_app
 
     client = TestClient(create_app())
     body = {"expression": "swiglu(x, w1, w2, w3)",

@@ -12,11 +12,11 @@ import numpy as np
 import pytest
 from fastapi.testclient import TestClient
 
-from glassllm.client import Sandbox
-from glassllm.expr import evaluate
-from glassllm.wire import encode_base64
-from service.app import create_app
-from service.settings import Settings
+from glassllm.apps.client import Sandbox
+from glassllm.sandbox.expr import evaluate
+from glassllm.sandbox.wire import encode_base64
+from glassllm_service.app import create_app
+from glassllm_service.settings import Settings
 
 
 @pytest.fixture(scope="module")
@@ -94,7 +94,7 @@ def test_eval_tester_request_base64_bool_mask_is_7(client):
                          ids=IDS_OF_CASES)
 def test_library_evaluate_index_variable_base64_answers_as_json(expression, x, index, dtype,
                                                                value, grad):
-    """H3 and L0.3 (the library reads the wire alike): `glassllm.expr.evaluate` gives the
+    """H3 and L0.3 (the library reads the wire alike): `glassllm.sandbox.expr.evaluate` gives the
     same result for the index as a JSON list, a base64 binary array and a NumPy array."""
     name = _index_name(expression)
     results = [evaluate(expression, {"x": x, name: form}) for form in
@@ -255,7 +255,7 @@ def test_batch_expression_case_json_answer_is_unchanged(client):
 def test_library_run_arrays_gives_the_float64_arrays_bit_exact():
     """H3, the library: ``expr.run(prepared, arrays=True)`` gives value and grads as float64
     arrays with the input's bytes (the service's base64 answer is written from these)."""
-    from glassllm import expr
+    from glassllm.sandbox import expr
 
     seed = SEED_BITS.view(np.float64)
     result = expr.run(expr.prepare("x", {"x": b64(X_BITS[:6], "float64")}, seed),

@@ -15,10 +15,10 @@ from fastapi.testclient import TestClient
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-import glassllm.expr as E
-from glassllm.expr.parse import SourcePositions
-from service.app import create_app
-from service.settings import Settings
+import glassllm.sandbox.expr as E
+from glassllm.sandbox.expr.parser import SourcePositions
+from glassllm_service.app import create_app
+from glassllm_service.settings import Settings
 
 
 @pytest.fixture(scope="module")

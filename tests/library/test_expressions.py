@@ -1,4 +1,4 @@
-"""Composed expressions (issue 5): POST /api/v1/eval, GET /api/v1/examples, glassllm.expr.
+"""Composed expressions (issue 5): POST /api/v1/eval, GET /api/v1/examples, glassllm.sandbox.expr.
 
 Clauses: Part L examples (L3.2, L3.5, L4.1-L4.3, L5.1, L5.2, L6.1, L6.3), L0.5 (the
 broadcast ledger), L0.6 (constants get no gradient), H2 (default grad_output), H3 (strict
@@ -14,13 +14,14 @@ import numpy as np
 import pytest
 from fastapi.testclient import TestClient
 
-import glassllm.expr as E
-from glassllm import Tensor, registry
+import glassllm.sandbox.expr as E
+from glassllm import Tensor
 from glassllm.autograd import log_softmax, masked_fill, matmul, softmax
-from glassllm.examples import EXAMPLES
-from service.app import create_app
-from service.errors import status_of
-from service.settings import Settings
+from glassllm.sandbox import registry
+from glassllm.sandbox.examples import EXAMPLES
+from glassllm_service.app import create_app
+from glassllm_service.http_errors import status_of
+from glassllm_service.settings import Settings
 
 TOKENS = {"NaN": math.nan, "Infinity": math.inf, "-Infinity": -math.inf}
 
@@ -348,8 +349,8 @@ HOSTILE = [
 
 @pytest.fixture
 def never_runs(monkeypatch):
-    # patched where evaluation looks it up (glassllm.expr.evaluation), not the re-export
-    from glassllm.expr import evaluation
+    # patched where evaluation looks it up (glassllm.sandbox.expr.evaluation), not the re-export
+    from glassllm.sandbox.expr import evaluation
 
     calls = []
     real = evaluation._forward
@@ -455,7 +456,7 @@ def test_malformed_requests(client):
 
 def test_constant_base_power_is_differentiable_in_its_exponent():
     """`2 ** x` is the reflected power (L1.1): x gets d/dx 2**x = 2**x log 2, not silence."""
-    from glassllm.expr import evaluate
+    from glassllm.sandbox.expr import evaluate
 
     res = evaluate("2 ** x", {"x": {"value": [0.0, 1.0, 3.0], "requires_grad": True}})
     assert res["value"] == [1.0, 2.0, 8.0]
@@ -514,7 +515,7 @@ def test_random_token_soup_is_a_result_or_an_expr_error():
 def test_maybe_bools_false_reaches_the_variables(monkeypatch):
     """evaluate(maybe_bools=False) sends a large float variable down wire's fast path; the
     element-by-element path is made to raise, so only the fast path can answer."""
-    import glassllm.wire as W
+    import glassllm.sandbox.wire as W
 
     def slow(*_a, **_k):
         raise AssertionError("the element-wise path was taken")

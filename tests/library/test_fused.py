@@ -23,10 +23,11 @@ from hypothesis import strategies as st
 from hypothesis.extra import numpy as hnp
 from rounding import assert_rounding_close
 
-from glassllm import Tensor, fused, layers
+from glassllm import Tensor, layers
+from glassllm.fast import fused
 from glassllm.gradcheck import gradcheck
 from glassllm.layers import ATTENTION_PROBE, GlassConfig, GlassLM, rope_angles
-from glassllm.training import attention_maps, train_steps
+from glassllm.training.stream import attention_maps, train_steps
 
 SQRT2 = math.sqrt(2.0)
 

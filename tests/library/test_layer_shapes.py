@@ -16,7 +16,6 @@ import pytest
 from fastapi.testclient import TestClient
 
 from glassllm import Tensor, layers
-from glassllm import registry as R
 from glassllm.layers import (
     attention,
     linear,
@@ -25,9 +24,10 @@ from glassllm.layers import (
     swiglu,
     transformer_block,
 )
+from glassllm.sandbox import registry as R
 from glassllm.shapes import ShapeError
-from service.app import create_app
-from service.settings import Settings
+from glassllm_service.app import create_app
+from glassllm_service.settings import Settings
 
 I2 = np.eye(2)
 X = np.array([[[1.0, 0.0], [0.0, 1.0], [1.0, 1.0]]])                   # (B=1, n=3, d=2)

@@ -1,5 +1,5 @@
 """Every sentence of every lesson is checked against the numbers the lesson produces
-(issue 14, item 7): the claims live beside the text in glassllm/lessons.py."""
+(issue 14, item 7): the claims live beside the text in glassllm/sandbox/lessons.py."""
 
 from __future__ import annotations
 
@@ -7,10 +7,10 @@ import numpy as np
 import pytest
 from fastapi.testclient import TestClient
 
-from glassllm.expr import evaluate
-from glassllm.lessons import LESSONS
-from glassllm.wire import coerce
-from service.app import create_app
+from glassllm.sandbox.expr import evaluate
+from glassllm.sandbox.lessons import LESSONS
+from glassllm.sandbox.wire import coerce
+from glassllm_service.app import create_app
 
 TOL = 1e-9
 NEEDED = {"neuron", "classifier", "attention-head", "rms-norm", "rope", "swiglu"}

@@ -13,11 +13,11 @@ from hypothesis import strategies as st
 import glassllm.optim as optim_module
 import glassllm.tokenizer as tokenizer_module
 from glassllm import Tensor
-from glassllm.cli import TQDM_MISSING, main
+from glassllm.apps.cli import TQDM_MISSING, main
 from glassllm.layers import Block, GlassConfig, GlassLM, rope_angles, transformer_block
 from glassllm.optim import SGD, AdamW, clip_grad_norm
 from glassllm.tokenizer import ByteTokenizer
-from glassllm.train import default_corpus, get_batch, train
+from glassllm.training.loop import default_corpus, get_batch, train
 
 SMALL = GlassConfig(
     d_model=16, n_layers=2, n_heads=4, n_kv_heads=2, ffn_hidden=24, max_seq_len=16, seed=3

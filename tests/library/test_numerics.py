@@ -411,7 +411,7 @@ def test_max_with_nan_gives_nan_gradients_for_that_slice_like_pytorch():
 def test_max_of_a_nan_over_the_service_warns_of_nothing_the_student_did_not_write():
     from fastapi.testclient import TestClient
 
-    from service.app import create_app
+    from glassllm_service.app import create_app
     with TestClient(create_app()) as c:
         body = c.post("/api/v1/ops/max", json={"inputs": {"a": ["NaN", 1.0]}}).json()
     assert body["value"] == "NaN" and body["grads"] == {"a": ["NaN", "NaN"]}

@@ -10,16 +10,16 @@ AdamW: decoupled, scaled by lr) both change the trajectory by far more than the 
 from __future__ import annotations
 
 import json
-from pathlib import Path
 
 import numpy as np
 import pytest
+from paths import REFERENCE
 from rounding import assert_rounding_close
 
 from glassllm import Tensor
 from glassllm.optim import SGD, AdamW, clip_grad_norm
 
-REFS = json.loads((Path(__file__).parent / "reference" / "optim_torch_refs.json").read_text())
+REFS = json.loads((REFERENCE / "optim_torch_refs.json").read_text())
 CASES = {case["name"]: case for case in REFS["cases"]}
 OPTIMIZERS = {"SGD": SGD, "AdamW": AdamW}
 

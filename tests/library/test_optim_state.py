@@ -7,15 +7,15 @@ this file does not import torch.
 
 import json
 import math
-from pathlib import Path
 
 import numpy as np
 import pytest
+from paths import REFERENCE
 
 from glassllm import Tensor
 from glassllm.optim import SGD, AdamW, clip_grad_norm, unique_parameters
 
-REFS = json.loads((Path(__file__).parent / "reference" / "optim_refs.json").read_text())
+REFS = json.loads((REFERENCE / "optim_refs.json").read_text())
 OPTIMIZERS = {"AdamW": AdamW, "SGD": SGD}
 
 

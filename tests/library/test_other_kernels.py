@@ -27,8 +27,9 @@ import pytest
 from rounding import assert_rounding_close, rounding_bound
 from sandbox_server import ROOT
 
-FILES = ["tests/test_fused.py", "tests/test_layers.py", "tests/test_layers_model.py",
-         "tests/test_numerics.py", "tests/test_docstrings.py"]
+FILES = ["tests/library/test_fused.py", "tests/library/test_layers.py",
+         "tests/library/test_model.py", "tests/library/test_numerics.py",
+         "tests/library/test_docstrings.py"]
 
 
 def _openblas_dynamic_arch() -> bool:

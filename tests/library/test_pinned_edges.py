@@ -11,9 +11,9 @@ from fastapi.testclient import TestClient
 from glassllm import Tensor
 from glassllm.autograd import mean
 from glassllm.layers import GlassConfig, GlassLM
-from service.app import create_app
-from service.codec import dumps, encode_value
-from service.settings import GiB, Settings, SettingsError
+from glassllm_service.app import create_app
+from glassllm_service.codec import dumps, encode_value
+from glassllm_service.settings import GiB, Settings, SettingsError
 
 
 @pytest.fixture(scope="module")

@@ -18,10 +18,11 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from plan_cost import cases, measure_all, small_limits
 
-from glassllm import Tensor, registry
+from glassllm import Tensor
 from glassllm.autograd import repeat_kv
-from tests.plan_cost import cases, measure_all, small_limits
+from glassllm.sandbox import registry
 
 # Measured at the small limits (2026-12, this project's 2-core machine; the plan in
 # seconds at the median unary op's rate): the highest time ratio is gelu's (~21: erf per

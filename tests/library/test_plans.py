@@ -17,7 +17,7 @@ import numpy as np
 import pytest
 
 from glassllm import Tensor, shapes
-from glassllm import registry as R
+from glassllm.sandbox import registry as R
 from glassllm.shapes import index_shape, matmul_cost
 
 LIMITS = {"max_result_elements": 4_000_000, "max_matmul_madds": 10**9}   # the defaults

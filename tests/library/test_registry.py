@@ -6,8 +6,8 @@ import numpy as np
 import pytest
 
 import glassllm.autograd as ag
-from glassllm import registry as R
-from glassllm.wire import WireError, coerce, decode_index, encode_array, encode_index
+from glassllm.sandbox import registry as R
+from glassllm.sandbox.wire import WireError, coerce, decode_index, encode_array, encode_index
 
 EXAMPLES = [(op, ex) for op in R.OPS.values() for ex in op.examples]
 
@@ -123,8 +123,9 @@ def test_index_round_trip():
 
 def test_layer_ops_are_always_registered_and_dead_exports_are_gone():
     """glassllm.layers is part of the package: its ops are registered unconditionally."""
-    from glassllm import layers, wire
-    from service import codec
+    from glassllm import layers
+    from glassllm.sandbox import wire
+    from glassllm_service import codec
 
     for name in ("rms_norm", "linear", "swiglu", "attention", "transformer_block"):
         assert R.OPS[name].fn is getattr(layers, name) and R.OPS[name].module == "glassllm.layers"

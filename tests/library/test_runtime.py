@@ -1,4 +1,5 @@
-"""glassllm.runtime: the allocator tuning that the sandbox, the CLI and the benchmarks use."""
+"""glassllm.sandbox.runtime: the allocator tuning that the sandbox, the CLI and the benchmarks
+use."""
 
 import platform
 import subprocess
@@ -21,7 +22,7 @@ class MallInfo2(ctypes.Structure):
 libc = ctypes.CDLL(None)
 libc.mallinfo2.restype = MallInfo2
 if sys.argv[1] == "tuned":
-    from glassllm.runtime import tune_malloc
+    from glassllm.sandbox.runtime import tune_malloc
     assert tune_malloc() is True
 before = libc.mallinfo2().fordblks
 a = np.ones(1 << 19); del a
@@ -53,7 +54,7 @@ ARENAS = """
 import ctypes, sys, threading
 import numpy as np
 if sys.argv[1] == "tuned":
-    from glassllm.runtime import tune_malloc
+    from glassllm.sandbox.runtime import tune_malloc
     assert tune_malloc() is True
 barrier = threading.Barrier(8)
 def work():
@@ -79,7 +80,7 @@ def test_tune_malloc_caps_the_arenas_and_trim_gives_memory_back():
 # Tuned, 100 freed 1 MiB arrays stay in the heap (RSS keeps them); trim hands them back.
 TRIM = """
 import numpy as np
-from glassllm.runtime import trim_free_memory, tune_malloc
+from glassllm.sandbox.runtime import trim_free_memory, tune_malloc
 def rss_mb():
     for line in open("/proc/self/status"):
         if line.startswith("VmRSS:"):

@@ -23,8 +23,8 @@ from hypothesis.extra import numpy as hnp
 
 from glassllm import Tensor, layers
 from glassllm import autograd as ag
-from glassllm import registry as R
 from glassllm.errors import InputError, ShapeError
+from glassllm.sandbox import registry as R
 from glassllm.shapes import matmul_promoted
 
 REFUSED = (ValueError, IndexError, TypeError)
@@ -327,7 +327,7 @@ def test_the_ledger_of_rms_norm_and_rope_is_their_rule():
     """expr.ELEMENTWISE listed rope and rms_norm; the registry did not plan them as
     elementwise. Now the ledger reads the rule: rms_norm's weight is summed over every
     axis of x but the last, rope's x over none."""
-    from glassllm.expr import evaluate
+    from glassllm.sandbox.expr import evaluate
 
     out = evaluate("rms_norm(x, w)", {"x": np.ones((2, 3, 4)), "w": np.ones(4)})
     ledger = out["nodes"][-1]["ledger"]
@@ -341,8 +341,8 @@ def test_the_ledger_of_rms_norm_and_rope_is_their_rule():
 def client():
     from fastapi.testclient import TestClient
 
-    from service.app import create_app
-    from service.settings import Settings
+    from glassllm_service.app import create_app
+    from glassllm_service.settings import Settings
 
     with TestClient(create_app(Settings())) as c:
         yield c

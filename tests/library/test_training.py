@@ -1,4 +1,4 @@
-"""glassllm.training: the event stream, weights as JSON, attention maps and their gradients,
+"""glassllm.training.stream: the event stream, weights as JSON, attention maps and their gradients,
 and the KV cache of ``generate`` (issue 15)."""
 
 from __future__ import annotations
@@ -9,8 +9,8 @@ import pytest
 from glassllm import Tensor
 from glassllm.layers import ATTENTION_PROBE, GlassConfig, GlassLM
 from glassllm.tokenizer import ByteTokenizer
-from glassllm.train import default_corpus, train
-from glassllm.training import (
+from glassllm.training.loop import default_corpus, train
+from glassllm.training.stream import (
     WeightsError,
     attention_maps,
     count_parameters,
@@ -36,7 +36,7 @@ def test_kv_cache_gives_the_same_tokens(temperature, top_k):
 
 
 def test_kv_cache_logits_match_the_full_forward():
-    from glassllm.kvcache import next_logits_cached
+    from glassllm.fast.kvcache import next_logits_cached
 
     model = GlassLM(GlassConfig(seed=1))
     tokens = ByteTokenizer().encode("Hello there, friend").tolist()
@@ -182,12 +182,12 @@ def test_sgd_runs_and_a_bad_optimizer_is_named():
         list(train_events(config, default_corpus(), steps=1, optimizer="adam"))
 
 
-@pytest.mark.parametrize("name", ["training", "kvcache"])
+@pytest.mark.parametrize("name", ["training.stream", "fast.kvcache"])
 def test_module_all_is_complete(name):
     import importlib
 
     module = importlib.import_module(f"glassllm.{name}")
-    public = {"OPTIMIZERS"} if name == "training" else set()  # a tuple: no __module__
+    public = {"OPTIMIZERS"} if name == "training.stream" else set()  # a tuple: no __module__
     public |= {attr for attr, value in vars(module).items()
               if not attr.startswith("_") and getattr(value, "__module__", None) == module.__name__}
     assert sorted(module.__all__) == module.__all__

@@ -7,14 +7,14 @@ import re
 import pytest
 from fastapi.testclient import TestClient
 
-from glassllm import registry as R
-from glassllm.registry.vjp import backward_rules, vjp_of
-from service.app import create_app
+from glassllm.sandbox import registry as R
+from glassllm.sandbox.registry.vjp import backward_rules, vjp_of
+from glassllm_service.app import create_app
 
 
 def _block(fn) -> list[str]:
     """The raw lines of fn's Backward: block, its header included (read here on its own,
-    not through glassllm.registry.vjp)."""
+    not through glassllm.sandbox.registry.vjp)."""
     lines = inspect.getdoc(fn).splitlines()
     start = next(i for i, line in enumerate(lines) if line.lstrip().startswith("Backward"))
     end = next((i for i in range(start + 1, len(lines)) if not lines[i].strip()), len(lines))

@@ -8,12 +8,12 @@ import numpy as np
 import pytest
 from fastapi.testclient import TestClient
 
-from glassllm import wire
-from glassllm.expr import ExprError, evaluate
-from glassllm.wire import WireError, coerce, decode_index
-from service.app import create_app
-from service.errors import status_of
-from service.settings import Settings
+from glassllm.sandbox import wire
+from glassllm.sandbox.expr import ExprError, evaluate
+from glassllm.sandbox.wire import WireError, coerce, decode_index
+from glassllm_service.app import create_app
+from glassllm_service.http_errors import status_of
+from glassllm_service.settings import Settings
 
 TOO_BIG = [2**63, 2**64 - 1, -(2**63) - 1, 10**400]
 W = [[1.0, 1.0], [2.0, 2.0], [3.0, 3.0], [4.0, 4.0]]
@@ -31,7 +31,7 @@ def post(client, path: str, raw: str):
 
 
 # --------------------------------------------------------------------------------------
-# glassllm.wire, every integer kind
+# glassllm.sandbox.wire, every integer kind
 # --------------------------------------------------------------------------------------
 
 def every_int_kind(n: int) -> list[tuple[str, object]]:
@@ -234,7 +234,7 @@ def test_encode_base64_keeps_unsigned_values_that_fit_int64():
 def test_a_mask_names_its_first_element_that_is_not_a_boolean(mask, shown):
     """Was: "got elements of type str96" (NumPy's dtype name of the whole list)."""
     from glassllm.errors import WireError
-    from glassllm.wire import coerce
+    from glassllm.sandbox.wire import coerce
     with pytest.raises(WireError, match="must hold booleans") as info:
         coerce("bool_mask", "mask", mask)
     assert info.value.input == "mask" and str(info.value).endswith(shown)

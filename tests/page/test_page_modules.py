@@ -5,11 +5,12 @@ the behaviour itself is tested in a real browser by test_page.py."""
 from __future__ import annotations
 
 import re
-from pathlib import Path
 
-from glassllm import registry
+from paths import ROOT
 
-JS = Path(__file__).resolve().parent.parent / "static" / "js"
+from glassllm.sandbox import registry
+
+JS = ROOT / "static" / "js"
 MODULES = {p.name: p.read_text(encoding="utf-8") for p in sorted(JS.glob("*.js"))}
 KINDS = {i.kind for op in registry.OPS.values() for i in op.inputs}
 # op names the page may name, each for a reason: the op shown first, and the one whose

@@ -3,7 +3,7 @@
 FastAPI writes OpenAPI 3.1; Swagger UI 4 shows "Unable to render this definition" for it,
 which a plain HTTP check of /docs cannot see. So this opens the page, as a reader would,
 against the real sandbox, refusing every request that would leave 127.0.0.1.
-The sandbox and the browser are the page tests' fixtures (tests/test_page.py).
+The sandbox and the browser are the page tests' fixtures (tests/page/test_playground.py).
 """
 
 from __future__ import annotations

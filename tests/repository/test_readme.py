@@ -1,9 +1,10 @@
 """The README's Python examples run as written (STYLE: examples are tested files)."""
 
-import pathlib
 import re
 
-README = pathlib.Path(__file__).resolve().parents[1] / "README.md"
+from paths import ROOT
+
+README = ROOT / "README.md"
 
 
 def test_readme_python_blocks_run():

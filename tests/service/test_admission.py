@@ -12,8 +12,8 @@ import asyncio
 
 import pytest
 
-from service.admission import LARGE, SMALL, Admission, ClientGone, client_key
-from service.errors import ApiError
+from glassllm_service.admission import LARGE, SMALL, Admission, ClientGone, client_key
+from glassllm_service.http_errors import ApiError
 
 SMALL_COST, LARGE_COST = 10, 10**8
 
@@ -237,10 +237,10 @@ def test_an_op_request_is_planned_before_it_waits():
     import numpy as np
     import orjson
 
-    from glassllm import registry
-    from service.admission import weight
-    from service.dispatch import answer, prepare_body
-    from service.settings import Settings
+    from glassllm.sandbox import registry
+    from glassllm_service.admission import weight
+    from glassllm_service.requests.op import answer, prepare_body
+    from glassllm_service.settings import Settings
     s, matmul = Settings(), registry.get("matmul")
     small = prepare_body(registry.get("softmax"), {"inputs": {"a": [[0.0] * 8] * 4}}, False, s)
     assert small.cost == (32, 0)                           # (4, 8) out, no matmul
@@ -256,12 +256,12 @@ def test_an_op_request_is_planned_before_it_waits():
 
 
 def test_an_expression_is_planned_before_it_waits():
-    """/api/v1/eval's cost comes from the expression's plan (glassllm.expr.prepare), before
+    """/api/v1/eval's cost comes from the expression's plan (glassllm.sandbox.expr.prepare), before
     any compute: a (256, 256) matmul expression is large, a (4, 8) softmax small, and a
     check adds its finite-difference passes."""
-    from glassllm import expr
-    from service.admission import weight
-    from service.settings import Settings
+    from glassllm.sandbox import expr
+    from glassllm_service.admission import weight
+    from glassllm_service.settings import Settings
     s = Settings()
     m = [[1.0] * 256] * 256
     big = expr.prepare("a @ b", {"a": m, "b": m}, limits=s.limits)
@@ -281,8 +281,8 @@ def test_over_http_a_softmax_passes_a_queued_matmul():
 
     from fastapi.testclient import TestClient
 
-    from service.app import create_app
-    from service.settings import Settings
+    from glassllm_service.app import create_app
+    from glassllm_service.settings import Settings
 
     app = create_app(Settings(max_concurrency=2))
     adm = app.state.admission
@@ -308,8 +308,8 @@ def test_over_http_an_eval_softmax_passes_a_queued_eval_matmul():
 
     from fastapi.testclient import TestClient
 
-    from service.app import create_app
-    from service.settings import Settings
+    from glassllm_service.app import create_app
+    from glassllm_service.settings import Settings
 
     app = create_app(Settings(max_concurrency=2))
     adm = app.state.admission
@@ -376,8 +376,8 @@ def test_over_http_a_full_queue_refuses_before_reading_the_body():
     never looked at."""
     from fastapi.testclient import TestClient
 
-    from service.app import create_app
-    from service.settings import Settings
+    from glassllm_service.app import create_app
+    from glassllm_service.settings import Settings
 
     app = create_app(Settings(max_concurrency=1, max_queue=1))
     adm = app.state.admission
@@ -424,12 +424,12 @@ async def _hold(adm: Admission, release: asyncio.Event, cost: int) -> None:
 
 
 # --------------------------------------------------------------------------------------
-# Memory back to the OS after a burst (issue 9: RSS growth; service/memory.py)
+# Memory back to the OS after a burst (issue 9: RSS growth; glassllm_service/memory.py)
 # --------------------------------------------------------------------------------------
 def test_the_idle_trim_runs_once_after_the_last_computation_and_never_while_busy():
     """The trim waits for a quiet moment after work: a release while others still run or
     wait pushes it back; once all are done it runs exactly once (a fake trim records it)."""
-    from service.memory import IdleTrim
+    from glassllm_service.memory import IdleTrim
 
     async def main():
         calls: list[int] = []
@@ -461,9 +461,9 @@ def test_the_idle_trim_runs_once_after_the_last_computation_and_never_while_busy
 
 def test_the_sandbox_admission_trims_memory_after_work():
     """from_settings wires the trim (glibc's malloc_trim) to every slot release."""
-    from service.admission import from_settings
-    from service.memory import IdleTrim, collect_and_trim
-    from service.settings import Settings
+    from glassllm_service.admission import from_settings
+    from glassllm_service.memory import IdleTrim, collect_and_trim
+    from glassllm_service.settings import Settings
 
     adm = from_settings(Settings())
     assert isinstance(adm.idle_trim, IdleTrim) and adm.on_release == adm.idle_trim.work_done
@@ -476,7 +476,7 @@ def test_a_refused_large_body_also_schedules_the_memory_trim():
     a small refused one does not (it never left the event loop, nor took a slot)."""
     from fastapi.testclient import TestClient
 
-    from service.app import create_app
+    from glassllm_service.app import create_app
 
     def refused_then_pending(rows: int) -> bool:
         with TestClient(create_app()) as c:
@@ -496,8 +496,8 @@ def test_the_shared_thread_pool_is_bounded_by_the_compute_slots():
     import anyio.to_thread
     from fastapi.testclient import TestClient
 
-    from service.app import create_app, worker_threads
-    from service.settings import Settings
+    from glassllm_service.app import create_app, worker_threads
+    from glassllm_service.settings import Settings
 
     for slots, threads in ((1, 8), (2, 8), (4, 16)):
         settings = Settings(max_concurrency=slots)
@@ -556,7 +556,7 @@ def test_the_lifespan_freezes_the_startup_objects_out_of_the_collector():
 
     from fastapi.testclient import TestClient
 
-    from service.app import create_app
+    from glassllm_service.app import create_app
 
     gc.unfreeze()
     assert gc.get_freeze_count() == 0

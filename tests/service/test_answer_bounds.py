@@ -20,11 +20,11 @@ import orjson
 import pytest
 from fastapi.testclient import TestClient
 
-from glassllm import expr, registry
-from glassllm.expr.expand import COMPOSITIONS, EXPANSION_FACTOR
 from glassllm.layers import rope_angles
-from service.app import create_app
-from service.settings import Settings
+from glassllm.sandbox import expr, registry
+from glassllm.sandbox.expr.expand import COMPOSITIONS, EXPANSION_FACTOR
+from glassllm_service.app import create_app
+from glassllm_service.settings import Settings
 
 
 def post(client, path, body):

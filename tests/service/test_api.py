@@ -10,9 +10,9 @@ import numpy as np
 import pytest
 from fastapi.testclient import TestClient
 
-from glassllm import registry as R
-from service.app import create_app
-from service.settings import Settings
+from glassllm.sandbox import registry as R
+from glassllm_service.app import create_app
+from glassllm_service.settings import Settings
 
 EXAMPLES = [(op, ex) for op in R.OPS.values() for ex in op.examples]
 

@@ -10,8 +10,7 @@ import sys
 from pathlib import Path
 
 import pytest
-
-from tests.sandbox_server import ROOT
+from sandbox_server import ROOT
 
 WRONG = '''
 import numpy as np

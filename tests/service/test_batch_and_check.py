@@ -10,14 +10,15 @@ import orjson
 import pytest
 from fastapi.testclient import TestClient
 
-from glassllm import Tensor, autograd, registry
+from glassllm import Tensor, autograd
 from glassllm.errors import LimitError, WireError
-from glassllm.examples import EXAMPLES
 from glassllm.gradcheck import gradcheck
-from glassllm.grade import compare
-from glassllm.wire import coerce, encode_base64
-from service.app import create_app
-from service.settings import Settings
+from glassllm.sandbox import registry
+from glassllm.sandbox.compare import compare
+from glassllm.sandbox.examples import EXAMPLES
+from glassllm.sandbox.wire import coerce, encode_base64
+from glassllm_service.app import create_app
+from glassllm_service.settings import Settings
 
 EDGES = np.array([np.nan, np.inf, -np.inf, -0.0, 0.0, 5e-324, 2.2250738585072014e-308,
                   np.finfo(np.float64).max, -np.finfo(np.float64).max, 1 / 3])

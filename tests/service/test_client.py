@@ -1,4 +1,4 @@
-"""glassllm.client (issue 12) against a real sandbox, and its retry / error logic against
+"""glassllm.apps.client (issue 12) against a real sandbox, and its retry / error logic against
 stubbed transports (httpx.MockTransport)."""
 
 from __future__ import annotations
@@ -19,9 +19,10 @@ from pathlib import Path
 import httpx
 import numpy as np
 import pytest
+from sandbox_server import running_sandbox
 
-from glassllm import client as gc
-from glassllm.client import (
+from glassllm.apps import client as gc
+from glassllm.apps.client import (
     AsyncSandbox,
     BadAnswerError,
     BadRequestError,
@@ -39,7 +40,6 @@ from glassllm.client import (
     UnreachableError,
     UnsupportedMediaTypeError,
 )
-from tests.sandbox_server import running_sandbox
 
 EDGES = np.array([np.nan, np.inf, -np.inf, -0.0, 0.0, 5e-324, -5e-324,
                   2.2250738585072014e-308, np.finfo(np.float64).max,
@@ -239,7 +239,7 @@ def test_batch_and_check_through_the_client(sb):
 
 
 def test_the_client_imports_neither_the_service_nor_fastapi():
-    code = ("import sys, glassllm.client; bad = [m for m in sys.modules if m.split('.')[0] in"
+    code = ("import sys, glassllm.apps.client; bad = [m for m in sys.modules if m.split('.')[0] in"
             " ('service', 'fastapi', 'starlette', 'pydantic')]; print(bad)")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "[]"
@@ -267,7 +267,7 @@ def test_without_pybase64_the_stdlib_decodes_the_same_bytes():
 
 def test_without_httpx_the_import_says_what_to_install():
     code = ("import sys; sys.modules['httpx'] = None\n"
-            "try:\n    import glassllm.client\nexcept ImportError as e:\n    print(e)")
+            "try:\n    import glassllm.apps.client\nexcept ImportError as e:\n    print(e)")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert "pip install 'glassllm[client]'" in out.stdout
 
@@ -485,7 +485,7 @@ def test_error_answers_name_the_url_too(url):
 
 
 def test_all_is_sorted_and_is_every_public_name_the_module_defines():
-    """`from glassllm.client import *` gives the API and nothing else; ruff's RUF022 order."""
+    """`from glassllm.apps.client import *` gives the API and nothing else; ruff's RUF022 order."""
     tree = ast.parse(Path(gc.__file__).read_text())
     defined = set()
     for node in tree.body:

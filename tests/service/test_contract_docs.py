@@ -8,16 +8,15 @@ status; every registry op has its section with its inputs read from the registry
 from __future__ import annotations
 
 import re
-from pathlib import Path
 
 import pytest
 from fastapi.testclient import TestClient
+from paths import ROOT
 
-from glassllm import registry
-from service.app import create_app
-from service.routes import contract
+from glassllm.sandbox import registry
+from glassllm_service.app import create_app
+from glassllm_service.routes import contract
 
-ROOT = Path(__file__).resolve().parent.parent
 # L3.5, H5, P2, L7 ... but not the name L06 (a leading zero is no clause)
 CLAUSE_ID = re.compile(r"\b([LHP](?:0|[1-9][0-9]*)(?:\.[0-9]+)?)\b")
 PAGES = {"library": "L", "http": "H", "page": "P"}
@@ -68,7 +67,7 @@ def test_every_link_between_served_pages_lands(client):
     """H7 (QA: the index's "Generating a client" and http's links to performance,
     service-settings and training were 404): every docs/*.md is served, and every relative
     link of every served page answers 200."""
-    from service.routes.contract import docs_dir
+    from glassllm_service.routes.contract import docs_dir
 
     stems = sorted(p.stem for p in docs_dir().glob("*.md"))
     assert {"index", "http", "library", "page", "service-settings", "openapi-clients"} <= set(stems)
@@ -140,7 +139,7 @@ def test_links_between_the_markdown_files_become_served_links(client):
 def codes_in_code() -> dict[str, set[int]]:
     """Every error code the service and the library can give, with its status(es), read
     from the source: ApiError(status, "code", ...), ExprError(..., status=, code=) and
-    the HTTP layer's own (service/errors.py)."""
+    the HTTP layer's own (glassllm_service/http_errors.py)."""
     codes: dict[str, set[int]] = {}
     for folder in ("service", "glassllm"):
         for path in (ROOT / folder).rglob("*.py"):
@@ -154,7 +153,7 @@ def codes_in_code() -> dict[str, set[int]]:
                     int(status.group(1)) if status else 422)
             for code in re.findall(r'\bcode\s*=\s*"([a-z_]+)"', src):
                 codes.setdefault(code, set())
-    errors_src = (ROOT / "service" / "errors.py").read_text(encoding="utf-8")
+    errors_src = (ROOT / "service/glassllm_service/http_errors.py").read_text(encoding="utf-8")
     for status, code in re.findall(r'(\d{3}): "([a-z_]+)"', errors_src):
         codes.setdefault(code, set()).add(int(status))
     codes.setdefault("http_error", set())
@@ -202,7 +201,7 @@ def test_an_error_code_really_comes_with_its_documented_status(client):
 
 def test_the_docs_ship_in_the_wheel_configuration():
     pyproject = (ROOT / "pyproject.toml").read_text(encoding="utf-8")
-    assert '"docs" = "service/docs"' in pyproject
+    assert '"docs" = "glassllm_service/docs"' in pyproject
     assert contract.docs_dir().joinpath("library.md").is_file()
 
 
@@ -224,7 +223,7 @@ def test_clause_ids_in_the_prose_link_to_anchors_that_exist(client, anchors):
 
 def test_the_settings_table_is_read_from_the_settings():
     """Every setting, with its default as the code writes it: no hand-copied default."""
-    from service.settings import ENV_PREFIX, Settings
+    from glassllm_service.settings import ENV_PREFIX, Settings
 
     text = TestClient(create_app()).get("/docs/contract/http").text
     for name in Settings.model_fields:

@@ -1,4 +1,4 @@
-"""service.cpus: workers and the default concurrency follow the container's CPU quota
+"""glassllm_service.cpus: workers and the default concurrency follow the container's CPU quota
 (issue 13), read from cgroup v2 cpu.max or cgroup v1 cfs_quota_us / cfs_period_us."""
 
 from __future__ import annotations
@@ -7,7 +7,8 @@ import os
 
 import pytest
 
-from service import cli, cpus
+from glassllm_service import cpus
+from glassllm_service import sandbox_cli as cli
 
 
 def tree(tmp_path, files: dict[str, str]):

@@ -21,9 +21,9 @@ import sys
 
 import httpx
 import pytest
+from sandbox_server import ROOT, free_port, wait_healthy
 
-from service.routes.dist import wheel_name
-from tests.sandbox_server import ROOT, free_port, wait_healthy
+from glassllm_service.routes.dist import wheel_name
 
 pytestmark = pytest.mark.slow
 
@@ -50,7 +50,8 @@ def serve(tmpdir, *, mount: str | None = None, fsize: int | None = None):
     the server's own mount namespace ("read-only": every temporary directory read-only);
     `fsize`: its file-size limit in bytes."""
     port = free_port()
-    cmd = [sys.executable, "-m", "service.cli", "--host", "127.0.0.1", "--port", str(port),
+    cmd = [sys.executable, "-m", "glassllm_service.sandbox_cli",
+           "--host", "127.0.0.1", "--port", str(port),
            "--log-level", "warning"]
     if mount == "read-only":
         cmd = ["unshare", "-m", "--propagation", "private", "sh", "-c", READ_ONLY, "sh", *cmd]
@@ -146,8 +147,9 @@ def test_no_writable_temporary_directory_gives_507_storage_unavailable(tmp_path)
 def test_several_workers_with_no_writable_temporary_directory_stop_in_one_line(tmp_path):
     """tempfile's directory set to one that cannot be made (as a read-only root with no
     /tmp leaves it): one line, exit status 1, no traceback, nothing started."""
-    code = ("import tempfile, sys; tempfile.tempdir = sys.argv[1]; from service.cli import"
-            " main; main(['--workers', '2', '--port', sys.argv[2]])")
+    code = ("import tempfile, sys; tempfile.tempdir = sys.argv[1];"
+            " from glassllm_service.sandbox_cli import main;"
+            " main(['--workers', '2', '--port', sys.argv[2]])")
     missing = tmp_path / "gone" / "tmp"
     out = subprocess.run([sys.executable, "-c", code, str(missing), str(free_port())],
                          cwd=ROOT, capture_output=True, text=True, timeout=60,
@@ -165,7 +167,8 @@ def test_several_workers_on_a_read_only_root_stop_in_one_line(tmp_path):
     tmpfs at /tmp): one line."""
     port = free_port()
     out = subprocess.run(["unshare", "-m", "--propagation", "private", "sh", "-c", READ_ONLY,
-                          "sh", sys.executable, "-m", "service.cli", "--workers", "2",
+                          "sh", sys.executable, "-m", "glassllm_service.sandbox_cli",
+                          "--workers", "2",
                           "--port", str(port)],
                          capture_output=True, text=True, timeout=60,
                          env={**{k: v for k, v in os.environ.items()

@@ -1,5 +1,5 @@
 """The sandbox serves its own wheel at /dist/ (issue 12): pip installs it from the live
-server's URL into a fresh venv, and glassllm.client imports there."""
+server's URL into a fresh venv, and glassllm.apps.client imports there."""
 
 from __future__ import annotations
 
@@ -23,8 +23,8 @@ def test_the_wheel_is_a_valid_wheel_with_both_packages_and_the_page(url):
     data = httpx.get(f"{url}/dist/{name}").content
     files = zipfile.ZipFile(BytesIO(data)).namelist()
     version = name.split("-")[1]
-    assert {"glassllm/client.py", "glassllm/wire.py", "service/app.py",
-            "service/static/index.html", f"glassllm-{version}.dist-info/METADATA",
+    assert {"glassllm/apps/client.py", "glassllm/sandbox/wire.py", "glassllm_service/app.py",
+            "glassllm_service/static/index.html", f"glassllm-{version}.dist-info/METADATA",
             f"glassllm-{version}.dist-info/RECORD"} <= set(files)
     assert not any("__pycache__" in f for f in files)
     assert httpx.get(f"{url}/dist/other.whl").status_code == 404
@@ -59,8 +59,8 @@ def test_the_printed_install_command_installs_the_client_offline(url, tmp_path):
     done = subprocess.run([py, "-m", *command, "--no-index"], capture_output=True, text=True)
     assert done.returncode == 0, done.stdout + done.stderr
     assert "does not provide the extra" not in done.stdout + done.stderr
-    code = ("import glassllm.client, glassllm, sys; print(glassllm.client.__file__);"
-            f" r = glassllm.client.Sandbox({url!r}).op('neg', {{'a': [1.0]}});"
+    code = ("import glassllm.apps.client, glassllm, sys; print(glassllm.apps.client.__file__);"
+            f" r = glassllm.apps.client.Sandbox({url!r}).op('neg', {{'a': [1.0]}});"
             " print(r.value.tolist())")
     out = subprocess.run([py, "-c", code], capture_output=True, text=True, check=True,
                          cwd=tmp_path).stdout.splitlines()
@@ -89,7 +89,7 @@ def test_the_wheel_cache_is_named_by_the_code_so_other_code_never_gets_a_stale_w
     """Issue 12: the wheel is kept per digest of its files; a sandbox from other code
     (another checkout, a newer commit, the same version number) builds its own wheel, and
     the wheel holds this code's files (a QA run found a months-old wheel served)."""
-    from service.routes import dist
+    from glassllm_service.routes import dist
 
     monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))      # where mkdtemp makes dirs
     monkeypatch.setattr(dist, "_built", {})

@@ -9,10 +9,10 @@ import pytest
 from fastapi.testclient import TestClient
 from sandbox_server import ROOT
 
-from glassllm import registry as R
-from glassllm.wire import WireError
-from service.app import create_app
-from service.settings import Settings
+from glassllm.sandbox import registry as R
+from glassllm.sandbox.wire import WireError
+from glassllm_service.app import create_app
+from glassllm_service.settings import Settings
 
 
 @pytest.fixture(scope="module")

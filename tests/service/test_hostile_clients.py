@@ -9,8 +9,8 @@ import asyncio
 import pytest
 from fastapi.testclient import TestClient
 
-from service.app import create_app
-from service.settings import Settings
+from glassllm_service.app import create_app
+from glassllm_service.settings import Settings
 
 
 def test_a_client_that_hangs_up_mid_body_is_a_499_not_a_500(access_lines):

@@ -1,5 +1,5 @@
 """Files over real HTTP: Range requests as RFC 9110 §14 reads them on every route that
-serves files (service/files.py), and the /dist/ wheel cache that only this process wrote.
+serves files (glassllm_service/files.py), and the /dist/ wheel cache that only this process wrote.
 
 Range: a unit other than ``bytes`` is ignored (200, the whole representation: "An origin
 server MUST ignore a Range header field that contains a range unit it does not
@@ -16,13 +16,13 @@ import re
 import stat
 import zipfile
 from io import BytesIO
-from pathlib import Path
 
 import httpx
 import pytest
+from paths import ROOT
 from sandbox_server import running_sandbox
 
-from service.routes import dist
+from glassllm_service.routes import dist
 
 # every route that answers with a file on disk (FileResponse / StaticFiles)
 FILES = ["/", "/static/index.html", "/static/playground.css", "/static/js/api.js",
@@ -131,8 +131,9 @@ def test_if_range_that_does_not_match_sends_the_whole_file(site):
 
 def test_every_file_is_served_through_the_one_range_aware_response():
     """The kind, not the routes: no module of the service sends a file with Starlette's own
-    FileResponse or StaticFiles (they answer 400 to another unit); service/files.py does."""
-    root = Path(__file__).resolve().parent.parent / "service"
+    FileResponse or StaticFiles (they answer 400 to another unit); glassllm_service/files.py
+    does."""
+    root = ROOT / "service" / "glassllm_service"
     for source in root.rglob("*.py"):
         if source.name == "files.py":
             continue
@@ -173,7 +174,7 @@ def test_a_file_planted_at_a_predictable_temp_path_is_never_served(tmp_path, pla
         assert r.status_code == 200
         assert r.content != fake.read_bytes()
         names = zipfile.ZipFile(BytesIO(r.content)).namelist()
-        assert "glassllm/modules.py" in names and "service/app.py" in names
+        assert "glassllm/modules.py" in names and "glassllm_service/app.py" in names
         made = [p for p in set(tmp.iterdir()) - before if p.name.startswith("glassllm-dist-")]
         assert len(made) == 1
         st = os.lstat(made[0])

@@ -19,8 +19,8 @@ import httpx
 import pytest
 from httpx import ASGITransport
 
-from service.app import create_app
-from service.settings import Settings
+from glassllm_service.app import create_app
+from glassllm_service.settings import Settings
 
 HOP = ("connection", "keep-alive", "proxy-connection", "transfer-encoding", "upgrade")
 TINY = {"d_model": 8, "n_layers": 1, "n_heads": 2, "n_kv_heads": 1, "ffn_hidden": 8,

@@ -4,7 +4,7 @@ the input it concerns, and a message that names the limit.
 
 A test far over a limit lets an off-by-one (``>=`` for ``>``, ``limit + 1``) through; these
 pin the comparison itself. Every request goes through the public HTTP API (TestClient) or
-the public `glassllm.expr.evaluate`, so refactors of the internals keep them valid.
+the public `glassllm.sandbox.expr.evaluate`, so refactors of the internals keep them valid.
 """
 
 from __future__ import annotations
@@ -16,10 +16,10 @@ import orjson
 import pytest
 from fastapi.testclient import TestClient
 
-from glassllm.expr import ExprError, Limits, evaluate
-from service.app import create_app
-from service.errors import status_of
-from service.settings import Settings
+from glassllm.sandbox.expr import ExprError, Limits, evaluate
+from glassllm_service.app import create_app
+from glassllm_service.http_errors import status_of
+from glassllm_service.settings import Settings
 
 JSON = {"Content-Type": "application/json"}
 

@@ -9,8 +9,8 @@ import pytest
 from fastapi.testclient import TestClient
 
 from glassllm.errors import NAME_ECHO, echo_name
-from service.app import create_app
-from service.settings import Settings
+from glassllm_service.app import create_app
+from glassllm_service.settings import Settings
 
 BIG = "x" * 200_000
 CUT = "x" * NAME_ECHO + "…"

@@ -8,10 +8,10 @@ import pytest
 from fastapi.testclient import TestClient
 from prometheus_client.parser import text_string_to_metric_families
 
-from glassllm import registry
-from service.allow import flat_routes
-from service.app import create_app
-from service.settings import Settings
+from glassllm.sandbox import registry
+from glassllm_service.allow import flat_routes
+from glassllm_service.app import create_app
+from glassllm_service.settings import Settings
 
 NEG = {"inputs": {"a": [1.0, -2.0]}}
 

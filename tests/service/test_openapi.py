@@ -5,15 +5,15 @@ from __future__ import annotations
 
 import json
 import os
-from pathlib import Path
 
 import pytest
 from fastapi.testclient import TestClient
+from paths import SNAPSHOTS
 
-from glassllm import registry as R
-from service.app import create_app
+from glassllm.sandbox import registry as R
+from glassllm_service.app import create_app
 
-SNAPSHOT = Path(__file__).parent / "snapshots" / "openapi.json"
+SNAPSHOT = SNAPSHOTS / "openapi.json"
 APP = create_app()
 
 
@@ -62,7 +62,7 @@ def test_openapi_snapshot():
 
 
 # --------------------------------------------------------------------------------------
-# issue 16: a document client generators read (service/openapi.py), still exact
+# issue 16: a document client generators read (glassllm_service/openapi.py), still exact
 # --------------------------------------------------------------------------------------
 
 def _validator(doc: dict, name: str):
@@ -122,7 +122,7 @@ def test_the_token_is_in_the_document_only_when_one_is_asked_for():
     """Every status a route sends, nothing else (test_openapi_conformance.py checks it on a
     real server): 401 and the malformed-Authorization 400 only with GLASSLLM_API_TOKEN, on
     every POST /api/v1/... and nowhere else; FastAPI's 422 HTTPValidationError never."""
-    from service.settings import Settings
+    from glassllm_service.settings import Settings
     with TestClient(create_app(Settings(api_token="t0ken"))) as c:
         guarded = c.get("/openapi.json").json()
     plain = current()

@@ -17,8 +17,8 @@ from pathlib import Path
 import pytest
 from sandbox_server import ROOT, running_sandbox
 
-from glassllm.registry import OPS
-from service.app import create_app
+from glassllm.sandbox.registry import OPS
+from glassllm_service.app import create_app
 
 sys.path.insert(0, str(ROOT / "tools"))
 import client_generators as G

@@ -37,7 +37,7 @@ from schemathesis.specs.openapi.checks import (
     status_code_conformance,
 )
 
-from glassllm import registry as R
+from glassllm.sandbox import registry as R
 
 pytestmark = pytest.mark.slow
 TOKEN = "conformance-token"
@@ -64,7 +64,7 @@ def live_schema(server):
 def operations() -> list[tuple[str, str]]:
     """(method, path) of every operation (the document of an app in this process; the
     server's lists the same operations)."""
-    from service.app import create_app
+    from glassllm_service.app import create_app
     doc = create_app().openapi()
     return [(m, p) for p, item in doc["paths"].items() for m in item]
 
@@ -139,8 +139,8 @@ def shape_refusal(c: httpx.Client, name: str) -> dict | None:
 # read-only disk under /dist/): (method, path, status) -> the test that makes the server
 # send it. Every other documented error status is witnessed below.
 ELSEWHERE: dict[tuple[str, str, int], str] = {
-    (method, "/dist/{filename}", 507): "tests/test_disk_faults.py (a file-size limit, a full"
-    " tmpfs, no writable temporary directory)" for method in ("get", "head")}
+    (method, "/dist/{filename}", 507): "tests/service/test_disk_faults.py (a file-size limit,"
+    " a full tmpfs, no writable temporary directory)" for method in ("get", "head")}
 
 
 def statuses(doc: dict) -> list[tuple[str, str, int]]:

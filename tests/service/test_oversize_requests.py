@@ -1,5 +1,5 @@
 """The QA pass's oversize requests over HTTP (SPEC H5): each is a 413 naming the inputs,
-decided from shapes before any compute (tests/test_plans.py shows the plans do no work
+decided from shapes before any compute (tests/library/test_plans.py shows the plans do no work
 proportional to the result). In-process, TestClient."""
 
 from __future__ import annotations
@@ -9,8 +9,8 @@ import orjson
 import pytest
 from fastapi.testclient import TestClient
 
-from service.app import create_app
-from service.settings import Settings
+from glassllm_service.app import create_app
+from glassllm_service.settings import Settings
 
 
 @pytest.fixture(scope="module")
@@ -119,7 +119,7 @@ def test_read_json_returns_the_body_and_whether_it_spells_a_bool(text, expected)
 
     from starlette.requests import Request
 
-    from service.limits import read_json
+    from glassllm_service.body import read_json
 
     async def receive():
         return {"type": "http.request", "body": text, "more_body": False}

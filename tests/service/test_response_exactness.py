@@ -20,10 +20,10 @@ import orjson
 import pytest
 from fastapi.testclient import TestClient
 
-from glassllm.wire import encode_array
-from service.app import create_app
-from service.codec import dumps, encode_value
-from service.settings import Settings
+from glassllm.sandbox.wire import encode_array
+from glassllm_service.app import create_app
+from glassllm_service.codec import dumps, encode_value
+from glassllm_service.settings import Settings
 
 EDGES = [
     -0.0, 0.0,
@@ -119,7 +119,7 @@ def test_eval_route_zero_d_results_are_bit_exact(client, x):
 
 
 def test_the_public_encoders_keep_every_bit():
-    """glassllm.wire.encode_array and the service's codec, without HTTP."""
+    """glassllm.sandbox.wire.encode_array and the service's codec, without HTTP."""
     values = np.array(EDGES + NONFINITE)
     assert_exact(encode_array(values), EDGES + NONFINITE)
     assert_exact([encode_array(np.float64(-0.0))], [-0.0])

@@ -1,4 +1,4 @@
-"""Security headers on every answer and the trusted hosts (service/security.py).
+"""Security headers on every answer and the trusted hosts (glassllm_service/security.py).
 
 In process: every kind of answer carries a Content-Security-Policy that allows the own
 origin only (no inline code but the sandbox's own, by hash; no eval; no other host),
@@ -16,9 +16,9 @@ import orjson
 import pytest
 from fastapi.testclient import TestClient
 
-from service.app import create_app
-from service.security import inline_hashes
-from service.settings import Settings, SettingsError
+from glassllm_service.app import create_app
+from glassllm_service.security import inline_hashes
+from glassllm_service.settings import Settings, SettingsError
 
 
 @pytest.fixture(scope="module")

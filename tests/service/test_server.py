@@ -8,7 +8,7 @@ from concurrent.futures import ThreadPoolExecutor
 import httpx
 import pytest
 from sandbox_server import running_sandbox
-from test_service_api import mixed_requests
+from test_api import mixed_requests
 
 pytestmark = pytest.mark.slow
 JSON = {"content-type": "application/json"}

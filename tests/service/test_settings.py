@@ -12,8 +12,8 @@ import sys
 import pytest
 from sandbox_server import ROOT
 
-from service.app import create_app
-from service.settings import Settings, SettingsError
+from glassllm_service.app import create_app
+from glassllm_service.settings import Settings, SettingsError
 
 
 @pytest.mark.parametrize("name,value,rule", [
@@ -64,7 +64,8 @@ def test_good_values_and_the_edges_of_the_ranges_pass(monkeypatch):
 
 def test_the_console_script_exits_at_startup_naming_the_variable():
     env = {"GLASSLLM_MAX_CONCURRENCY": "0", "PATH": "/usr/bin:/bin"}
-    r = subprocess.run([sys.executable, "-m", "service.cli", "--port", "1"], cwd=ROOT, env=env,
+    r = subprocess.run([sys.executable, "-m", "glassllm_service.sandbox_cli",
+                        "--port", "1"], cwd=ROOT, env=env,
                        capture_output=True, text=True, timeout=60)
     assert r.returncode == 1
     assert r.stderr.strip() == ("glassllm-sandbox: invalid settings: GLASSLLM_MAX_CONCURRENCY="
@@ -93,7 +94,7 @@ def test_the_console_script_refuses_bad_options_with_exit_2(capsys, monkeypatch,
                                                              value, message):
     import uvicorn
 
-    from service import cli
+    from glassllm_service import sandbox_cli as cli
 
     monkeypatch.setattr(uvicorn, "run", lambda *a, **k: pytest.fail("uvicorn was started"))
     with pytest.raises(SystemExit) as exit_info:
@@ -108,7 +109,7 @@ def test_the_console_script_passes_good_options_to_uvicorn(monkeypatch):
     import uvicorn
     import uvicorn.config
 
-    from service import cli
+    from glassllm_service import sandbox_cli as cli
 
     assert tuple(uvicorn.config.LOG_LEVELS) == cli.LOG_LEVELS     # the names uvicorn knows
     seen = {}
@@ -125,7 +126,8 @@ def test_workers_auto_is_one_per_available_cpu(monkeypatch):
 
     import uvicorn
 
-    from service import cli, cpus
+    from glassllm_service import cpus
+    from glassllm_service import sandbox_cli as cli
 
     monkeypatch.setattr(cpus, "available_cpus", lambda: 3)
     monkeypatch.delenv("PROMETHEUS_MULTIPROC_DIR", raising=False)
@@ -145,7 +147,7 @@ def test_workers_auto_is_one_per_available_cpu(monkeypatch):
 
 
 def test_compute_slots_are_the_cpus_shared_by_the_workers(monkeypatch):
-    from service import cpus
+    from glassllm_service import cpus
     monkeypatch.setattr(cpus, "available_cpus", lambda: 8)
     assert Settings().compute_slots == 8
     assert Settings(workers=4).compute_slots == 2
@@ -154,7 +156,7 @@ def test_compute_slots_are_the_cpus_shared_by_the_workers(monkeypatch):
 
 
 def test_available_cpus_reads_the_cgroup_quota(tmp_path):
-    from service.cpus import available_cpus
+    from glassllm_service.cpus import available_cpus
     affinity = len(os.sched_getaffinity(0))
     (tmp_path / "cpu.max").write_text("150000 100000\n")        # 1.5 CPUs → 2
     assert available_cpus(tmp_path) == min(affinity, 2)

@@ -4,8 +4,8 @@ value changes what it should, and nothing else.
 A `GlassLM` that ignored ``rope_theta`` passed every test; so would an optimizer that
 ignored ``betas`` or a trainer that ignored ``max_grad_norm``. Fields covered here:
 `GlassConfig` (L7), `SGD` / `AdamW` / `clip_grad_norm` (glassllm.optim), `train`
-(glassllm.train), and the service's GLASSLLM_* variables (H5; their boundaries are in
-tests/test_limits_boundary.py, here they are read from the environment).
+(glassllm.training.loop), and the service's GLASSLLM_* variables (H5; their boundaries are in
+tests/service/test_limits_boundary.py, here they are read from the environment).
 """
 
 from __future__ import annotations
@@ -20,9 +20,9 @@ from fastapi.testclient import TestClient
 from glassllm import Tensor
 from glassllm.layers import GlassConfig, GlassLM
 from glassllm.optim import SGD, AdamW, clip_grad_norm
-from glassllm.train import train
-from service.app import create_app
-from service.settings import Settings
+from glassllm.training.loop import train
+from glassllm_service.app import create_app
+from glassllm_service.settings import Settings
 
 SMALL = GlassConfig(vocab=16, d_model=8, n_layers=1, n_heads=2, n_kv_heads=1, ffn_hidden=16,
                     max_seq_len=8)
@@ -216,10 +216,10 @@ ENV = {"MAX_BODY_BYTES": 4096, "MAX_JSON_DEPTH": 7, "MAX_ARRAY_ELEMENTS": 11,
        "MAX_BATCH": 31,
        # what one request returns and holds
        "MAX_ANSWER_ELEMENTS": 37,
-       # the embedded server's guard against slow and idle peers (service/server.py)
+       # the embedded server's guard against slow and idle peers (glassllm_service/server.py)
        "HEADER_TIMEOUT_S": 1.5, "BODY_TIMEOUT_S": 2.5, "SEND_TIMEOUT_S": 3.5,
        "KEEPALIVE_TIMEOUT_S": 4.5, "MAX_CONNECTIONS": 41,
-       # the Host names answered (service/security.py)
+       # the Host names answered (glassllm_service/security.py)
        "TRUSTED_HOSTS": "sandbox.example,*.course.example"}
 FLAGS = ("ACCESS_LOG", "METRICS")            # on by default; "0" in the environment: off
 

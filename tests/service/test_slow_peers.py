@@ -1,4 +1,4 @@
-"""Slow and idle peers against a real sandbox, with real sockets (service/server.py).
+"""Slow and idle peers against a real sandbox, with real sockets (glassllm_service/server.py).
 
 The embedded server (``glassllm-sandbox``, ``make run``) waited forever for headers, for a
 body and for a client to read its answer, and took connections until the process ran out
@@ -18,8 +18,7 @@ import time
 import httpx
 import orjson
 import pytest
-
-from tests.sandbox_server import ROOT, running_sandbox
+from sandbox_server import ROOT, running_sandbox
 
 TIMEOUT = 1.0                   # every timeout of the server under test, seconds
 MAX_CONNECTIONS = 8
@@ -148,7 +147,8 @@ def _limited(soft: int, hard: int):
 
 
 def test_the_open_file_limit_is_raised_to_fit_the_connections():
-    code = ("import resource; from service.cli import open_files_for; open_files_for(512);"
+    code = ("import resource; from glassllm_service.sandbox_cli import open_files_for;"
+            " open_files_for(512);"
             " print(resource.getrlimit(resource.RLIMIT_NOFILE)[0])")
     out = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True,
                          text=True, timeout=60, preexec_fn=_limited(256, 4096))
@@ -156,7 +156,8 @@ def test_the_open_file_limit_is_raised_to_fit_the_connections():
 
 
 def test_connections_past_the_hard_open_file_limit_stop_startup_in_one_line():
-    out = subprocess.run([sys.executable, "-m", "service.cli", "--port", "1"], cwd=ROOT,
+    out = subprocess.run([sys.executable, "-m", "glassllm_service.sandbox_cli",
+                          "--port", "1"], cwd=ROOT,
                          capture_output=True, text=True, timeout=60,
                          env={**os.environ, "GLASSLLM_MAX_CONNECTIONS": "5000"},
                          preexec_fn=_limited(256, 1024))

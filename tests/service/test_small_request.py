@@ -8,12 +8,12 @@ import asyncio
 import pytest
 from fastapi.testclient import TestClient
 
-from glassllm import registry
-from service import limits
-from service.allow import flat_routes
-from service.app import create_app
-from service.routes import ops as ops_routes
-from service.settings import Settings
+from glassllm.sandbox import registry
+from glassllm_service import body as limits
+from glassllm_service.allow import flat_routes
+from glassllm_service.app import create_app
+from glassllm_service.routes import ops as ops_routes
+from glassllm_service.settings import Settings
 
 NEG = {"inputs": {"a": [[1.0, -2.0]]}}
 

@@ -15,7 +15,7 @@ import httpx
 import pytest
 from sandbox_server import ROOT, free_port, running_sandbox
 
-from service.settings import Settings, SettingsError, origin
+from glassllm_service.settings import Settings, SettingsError, origin
 
 pytestmark = pytest.mark.slow
 
@@ -24,7 +24,8 @@ def start(env: dict, *args: str, timeout: float = 30) -> subprocess.CompletedPro
     """Run the CLI to its end (it must refuse to start); the port must be free after."""
     port = free_port()
     t0 = time.monotonic()
-    done = subprocess.run([sys.executable, "-m", "service.cli", "--port", str(port), *args],
+    done = subprocess.run([sys.executable, "-m", "glassllm_service.sandbox_cli",
+                           "--port", str(port), *args],
                           cwd=ROOT, env={**os.environ, **env}, capture_output=True, text=True,
                           timeout=timeout)
     done.seconds = time.monotonic() - t0

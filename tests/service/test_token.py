@@ -1,4 +1,4 @@
-"""The bearer token over real HTTP (service/auth.py): the scheme is case-insensitive (RFC
+"""The bearer token over real HTTP (glassllm_service/auth.py): the scheme is case-insensitive (RFC
 9110 §11.1), a wrong token's challenge says ``error="invalid_token"``, a missing one's
 says no error (RFC 6750 §3.1), a malformed credential is 400 ``invalid_request``, and the
 comparison is made on fixed-length digests with `hmac.compare_digest`."""
@@ -12,8 +12,8 @@ import httpx
 import pytest
 from sandbox_server import running_sandbox
 
-from service import auth
-from service.settings import Settings, SettingsError
+from glassllm_service import auth
+from glassllm_service.settings import Settings, SettingsError
 
 TOKEN = "s3cret-Class_2.0~+/=="
 NEG = {"inputs": {"a": [1.0]}}

@@ -22,12 +22,12 @@ import pytest
 from fastapi.testclient import TestClient
 from sandbox_server import ROOT, free_port, wait_healthy
 
-from glassllm.cli import main as cli_main
+from glassllm.apps.cli import main as cli_main
 from glassllm.layers import GlassConfig, GlassLM
 from glassllm.tokenizer import ByteTokenizer
-from glassllm.train import default_corpus, train
-from glassllm.training import attention_maps, decode_weights, encode_weights
-from service.app import create_app
+from glassllm.training.loop import default_corpus, train
+from glassllm.training.stream import attention_maps, decode_weights, encode_weights
+from glassllm_service.app import create_app
 
 TINY = {"d_model": 8, "n_layers": 1, "n_heads": 2, "n_kv_heads": 1, "ffn_hidden": 8,
         "max_seq_len": 8}
@@ -190,7 +190,8 @@ def test_attention_refusals_name_the_field(client, edit, status, field):
 def start_server(workers: int = 1, env: dict | None = None):
     port = free_port()
     proc = subprocess.Popen(
-        [sys.executable, "-m", "service.cli", "--host", "127.0.0.1", "--port", str(port),
+        [sys.executable, "-m", "glassllm_service.sandbox_cli",
+         "--host", "127.0.0.1", "--port", str(port),
          "--workers", str(workers), "--log-level", "warning"],
         cwd=ROOT, env={**os.environ, **(env or {})}, stdout=subprocess.DEVNULL,
         start_new_session=True)
@@ -210,11 +211,11 @@ def stop_server(proc: subprocess.Popen) -> None:
 
 
 def training_children(server_pid: int) -> list[int]:
-    """Pids of `python -m service.training_runner` processes in the server's session."""
+    """Pids of `python -m glassllm_service.training_runner` processes in the server's session."""
     out = subprocess.run(["ps", "-o", "pid=,sid=,args=", "-e"], capture_output=True,
                          text=True).stdout
     return [int(line.split()[0]) for line in out.splitlines()
-            if "service.training_runner" in line and int(line.split()[1]) == server_pid]
+            if "glassllm_service.training_runner" in line and int(line.split()[1]) == server_pid]
 
 
 def wait_until(predicate, limit: float = 30.0) -> bool:

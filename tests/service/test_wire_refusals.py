@@ -1,6 +1,6 @@
 """What each wire kind must refuse (SPEC H3, H4; issue 17 kind 2), over HTTP.
 
-For every input kind of the registry (glassllm/wire.py: tensor, array, table, int_array,
+For every input kind of the registry (glassllm/sandbox/wire.py: tensor, array, table, int_array,
 bool_mask, number, int, bool, axis, axes, shape, index) a valid request is taken and one
 input replaced by a value the kind must refuse: the answer is 422 ``invalid_input`` naming
 that input, never a 200 that read the value as something else, never a 500.
@@ -18,8 +18,8 @@ import json
 import pytest
 from fastapi.testclient import TestClient
 
-from service.app import create_app
-from service.settings import Settings
+from glassllm_service.app import create_app
+from glassllm_service.settings import Settings
 
 
 def dumps(obj) -> bytes:

@@ -11,7 +11,7 @@ import pytest
 from prometheus_client.parser import text_string_to_metric_families
 from sandbox_server import running_sandbox
 
-from service.cpus import available_cpus
+from glassllm_service.cpus import available_cpus
 
 pytestmark = pytest.mark.slow
 WORKERS = 2
@@ -26,7 +26,7 @@ def value(text: str, name: str, **labels) -> float:
 
 
 def test_metrics_sum_over_worker_processes():
-    cmd = [sys.executable, "-m", "service.cli", "--workers", str(WORKERS)]
+    cmd = [sys.executable, "-m", "glassllm_service.sandbox_cli", "--workers", str(WORKERS)]
     with running_sandbox(command=cmd) as url:
         n = 40
         with httpx.Client(base_url=url, timeout=60) as c:

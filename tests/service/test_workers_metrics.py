@@ -1,5 +1,5 @@
 """Metrics across real worker processes (`glassllm-sandbox --workers 2`,
-service/supervisor.py): a worker killed with SIGKILL while it holds a compute slot stops
+glassllm_service/supervisor.py): a worker killed with SIGKILL while it holds a compute slot stops
 counting in the live gauges once the supervisor has replaced it (its counters stay); a
 restart on the same ``PROMETHEUS_MULTIPROC_DIR`` starts its counters from zero; a
 directory the workers cannot use stops the start in one line, before any worker runs
@@ -27,7 +27,7 @@ from prometheus_client.mmap_dict import MmapedDict
 from prometheus_client.parser import text_string_to_metric_families
 from sandbox_server import ROOT, free_port, wait_healthy
 
-from service.cpus import available_cpus
+from glassllm_service.cpus import available_cpus
 
 pytestmark = pytest.mark.slow
 WORKERS = 2
@@ -43,7 +43,8 @@ NEG = {"inputs": {"a": [1.0]}}
 @contextlib.contextmanager
 def sandbox(env: dict, workers: int = WORKERS):
     port = free_port()
-    proc = subprocess.Popen([sys.executable, "-m", "service.cli", "--port", str(port),
+    proc = subprocess.Popen([sys.executable, "-m", "glassllm_service.sandbox_cli",
+                             "--port", str(port),
                              "--workers", str(workers), "--log-level", "warning"], cwd=ROOT,
                             env={**os.environ, "GLASSLLM_ACCESS_LOG": "0", **env},
                             stdout=subprocess.DEVNULL)
@@ -131,7 +132,8 @@ def refused(env: dict, workers: int = WORKERS, limit_files: bool = False) -> str
     def no_file_bytes():                           # a full disk for this process alone
         resource.setrlimit(resource.RLIMIT_FSIZE, (0, resource.RLIM_INFINITY))
 
-    done = subprocess.run([sys.executable, "-m", "service.cli", "--port", str(free_port()),
+    done = subprocess.run([sys.executable, "-m", "glassllm_service.sandbox_cli",
+                           "--port", str(free_port()),
                            "--workers", str(workers)], cwd=ROOT, env={**os.environ, **env},
                           capture_output=True, text=True, timeout=30,
                           preexec_fn=no_file_bytes if limit_files else None)

@@ -2,7 +2,7 @@
 
 ``evaluate("softmax(masked_fill(scores, mask, -inf))", {"scores": ..., "mask": ...})``
 parses the formula with a restricted parser, builds a graph whose nodes are ops of the
-registry (`glassllm.registry`, H1), plans every node's shape before any compute (H5), runs
+registry (`glassllm.sandbox.registry`, H1), plans every node's shape before any compute (H5), runs
 forward and backward once, and returns a plain JSON-ready dict — the body of
 ``POST /api/v1/eval``, so a notebook gets the same answer as the service. ``evaluate`` is
 ``run(prepare(...))``: `prepare` does every check and plan, and its result's ``cost``
@@ -31,12 +31,17 @@ in the registry's dict (never ``getattr`` on user text), and ``eval`` / ``exec``
 ``compile`` are never called.
 """
 
-from glassllm.expr.errors import ExprComputeError, ExprError, ExprLimitError, ExprShapeError
-from glassllm.expr.evaluation import PreparedExpression, evaluate, prepare, run
-from glassllm.expr.evaluation import _forward as _forward  # the graph's forward, for tests
-from glassllm.expr.graph import NODE_COST, Builder, Node
-from glassllm.expr.parse import parse
-from glassllm.limits import Limits
+from glassllm.sandbox.expr.evaluation import PreparedExpression, evaluate, prepare, run
+from glassllm.sandbox.expr.evaluation import _forward as _forward  # the graph's forward, for tests
+from glassllm.sandbox.expr.expr_errors import (
+           ExprComputeError,
+           ExprError,
+           ExprLimitError,
+           ExprShapeError,
+)
+from glassllm.sandbox.expr.graph import NODE_COST, Builder, Node
+from glassllm.sandbox.expr.parser import parse
+from glassllm.sandbox.limits import Limits
 
 __all__ = ["NODE_COST", "Builder", "ExprComputeError", "ExprError", "ExprLimitError",
            "ExprShapeError", "Limits", "Node", "PreparedExpression", "evaluate", "parse",

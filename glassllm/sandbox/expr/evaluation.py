@@ -9,11 +9,13 @@ from typing import Any
 
 import numpy as np
 
-from glassllm import autograd, registry
+from glassllm import autograd
 from glassllm.errors import LimitError, WireError, echo_name
-from glassllm.expr.errors import ExprComputeError, ExprError, ExprLimitError
-from glassllm.expr.expand import COMPOSITIONS, EXPANSION_FACTOR, composition
-from glassllm.expr.graph import (
+from glassllm.gradcheck import gradcheck
+from glassllm.sandbox import registry
+from glassllm.sandbox.expr.expand import COMPOSITIONS, EXPANSION_FACTOR, composition
+from glassllm.sandbox.expr.expr_errors import ExprComputeError, ExprError, ExprLimitError
+from glassllm.sandbox.expr.graph import (
     NODE_COST,
     Builder,
     IndexArg,
@@ -22,13 +24,12 @@ from glassllm.expr.graph import (
     NodeArg,
     compute_refusal,
 )
-from glassllm.expr.parse import CONSTANT_NAMES, DEFAULT_LIMITS, parse
-from glassllm.float_warnings import FloatWarnings
-from glassllm.gradcheck import gradcheck
-from glassllm.limits import Limits
-from glassllm.registry import NO_GRADIENT_RULE, NUMPY_ERRORS
+from glassllm.sandbox.expr.parser import CONSTANT_NAMES, DEFAULT_LIMITS, parse
+from glassllm.sandbox.float_warnings import FloatWarnings
+from glassllm.sandbox.limits import Limits
+from glassllm.sandbox.registry import NO_GRADIENT_RULE, NUMPY_ERRORS
+from glassllm.sandbox.wire import coerce, encode_array, is_base64
 from glassllm.tensor import Tensor
-from glassllm.wire import coerce, encode_array, is_base64
 
 # --------------------------------------------------------------------------------------
 # evaluation: forward keeping every adjoint (retain_grad), one backward, then the report
@@ -146,7 +147,7 @@ class PreparedExpression:
     elements: int                       # elements of the nodes and the ops' intermediates
     madds: int                          # matmul multiply-adds of forward + backward
     check_elements: int = 0             # elements `check` finite-differences
-    expand: bool = False                # open composite ops (glassllm.expr.expand)
+    expand: bool = False                # open composite ops (glassllm.sandbox.expr.expand)
     limits: Limits = DEFAULT_LIMITS     # the bounds every opened composite is held to
 
     @property
@@ -198,11 +199,11 @@ def evaluate(expression: str, variables: Any = None, grad_output: Any = None,
             (the gradient of the output's sum, H2).
         check: also compare every gradient with central differences (`gradcheck`).
         limits: the bounds (H5); refusals are `ExprLimitError`s.
-        maybe_bools: a speed hint for large arrays (see `glassllm.wire`); keep True unless
+        maybe_bools: a speed hint for large arrays (see `glassllm.sandbox.wire`); keep True unless
             you know the JSON holds no ``true`` / ``false``.
         expand: give each node of a composite op (cross_entropy, attention, rms_norm,
             swiglu, transformer_block) an ``expansion``: the same evaluation of its
-            composition of primitive ops (`glassllm.expr.expand`), seeded with the node's
+            composition of primitive ops (`glassllm.sandbox.expr.expand`), seeded with the node's
             incoming gradient, so every inner node has a value and a gradient (issue 14).
 
     Raises: `ExprError` (and its kinds: limit, shape, compute) naming the position or input.

@@ -5,7 +5,7 @@ node's own inputs and incoming gradient, so every inner node shows its value and
 Each composition is an expression of the expression language, the layer's own composed
 lines (glassllm/layers.py, what the op runs) written as text with the node's shapes and
 constants filled in; the inputs that can get a gradient are variables, the rest (tables,
-masks, one-hot targets) are constants. tests/test_expand.py checks that each runs the
+masks, one-hot targets) are constants. tests/library/test_expansions.py checks that each runs the
 same ops as the layer, as many of each, and gives its numbers. ``evaluate(...,
 expand=True)`` adds ``expansion`` to each such node.
 """
@@ -78,7 +78,7 @@ COMPOSITIONS: dict[str, Callable[[dict], tuple[str, dict]]] = {
 # own arrays (its output, its inputs, the arrays its plan builds). An expansion returns
 # every inner node's value and gradient (nested expansions included: a block opens its
 # attention) and holds them as arrays while it writes them out, so it counts twice what
-# it returns. Measured over shapes down to widths of 1 (tests/test_answer_bounds.py checks
+# it returns. Measured over shapes down to widths of 1 (tests/service/test_answer_bounds.py checks
 # that none returns more than half its planned count): rms_norm of width 1 returns 9x its
 # node's arrays, a transformer block up to ~8x, attention ~3.6x, cross_entropy 4x,
 # swiglu 2x.

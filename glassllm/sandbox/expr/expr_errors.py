@@ -8,7 +8,7 @@ from pathlib import Path
 from glassllm.errors import ComputeError, InputError, LimitError, ShapeError
 from glassllm.errors import op_message as op_message  # used by graph.py
 
-_GLASSLLM = str(Path(__file__).resolve().parent.parent)
+_GLASSLLM = str(Path(__file__).resolve().parents[2])  # the glassllm package
 
 
 class ExprError(InputError):

@@ -12,9 +12,9 @@ from typing import Any
 
 import numpy as np
 
-from glassllm import registry
 from glassllm.errors import InputError, LimitError, ShapeError, WireError, echo_name
-from glassllm.expr.errors import (
+from glassllm.sandbox import registry
+from glassllm.sandbox.expr.expr_errors import (
     ExprComputeError,
     ExprError,
     ExprLimitError,
@@ -22,10 +22,10 @@ from glassllm.expr.errors import (
     op_message,
     raised_by_glassllm,
 )
-from glassllm.expr.parse import BINOPS, CONSTANT_NAMES, METHODS, Parsed, not_an_op
-from glassllm.limits import Limits
-from glassllm.registry import NO_GRADIENT_RULE, NUMPY_ERRORS, Op
-from glassllm.wire import coerce, is_base64
+from glassllm.sandbox.expr.parser import BINOPS, CONSTANT_NAMES, METHODS, Parsed, not_an_op
+from glassllm.sandbox.limits import Limits
+from glassllm.sandbox.registry import NO_GRADIENT_RULE, NUMPY_ERRORS, Op
+from glassllm.sandbox.wire import coerce, is_base64
 
 # What one node's Python call costs, in elements of NumPy work: ~2 µs per node against
 # ~4 ns per element built (measured on a 2000-element check). Counted by `check`'s bound.

@@ -11,10 +11,10 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
-from glassllm import registry
 from glassllm.errors import echo_name
-from glassllm.expr.errors import ExprError
-from glassllm.limits import Limits
+from glassllm.sandbox import registry
+from glassllm.sandbox.expr.expr_errors import ExprError
+from glassllm.sandbox.limits import Limits
 
 DEFAULT_LIMITS = Limits()
 

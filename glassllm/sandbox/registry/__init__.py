@@ -1,17 +1,25 @@
 """The op registry (SPEC H1): the op table and the one request path that runs it.
 
-- `glassllm.registry.entry`: what is held per op (`Op`, `Input`, `Example`, `Plan`);
-- `glassllm.registry.plans`: each op's shape plan, calling the op's own shape rule;
-- `glassllm.registry.table`: the table itself, `OPS`, in SPEC order;
-- `glassllm.registry.requests`: `prepare` (every check, once) and `run` (compute only).
+- `glassllm.sandbox.registry.entry`: what is held per op (`Op`, `Input`, `Example`, `Plan`);
+- `glassllm.sandbox.registry.plans`: each op's shape plan, calling the op's own shape rule;
+- `glassllm.sandbox.registry.table`: the table itself, `OPS`, in SPEC order;
+- `glassllm.sandbox.registry.requests`: `prepare` (every check, once) and `run` (compute only).
 
 Pure Python + NumPy: no web framework here.
 """
 
 from glassllm.errors import LimitError
-from glassllm.registry.entry import DTYPES, NO_GRADIENT_RULE, REQUIRED, Example, Input, Op, Plan
-from glassllm.registry.plans import elementwise, same_as
-from glassllm.registry.requests import (
+from glassllm.sandbox.registry.entry import (
+                                        DTYPES,
+                                        NO_GRADIENT_RULE,
+                                        REQUIRED,
+                                        Example,
+                                        Input,
+                                        Op,
+                                        Plan,
+)
+from glassllm.sandbox.registry.plans import elementwise, same_as
+from glassllm.sandbox.registry.requests import (
                                         NUMPY_ERRORS,
                                         Prepared,
                                         RunResult,
@@ -23,7 +31,7 @@ from glassllm.registry.requests import (
                                         prepare_args,
                                         run,
 )
-from glassllm.registry.table import OPS, get
+from glassllm.sandbox.registry.table import OPS, get
 from glassllm.shapes import matmul_shape, probe
 
 __all__ = [

@@ -7,7 +7,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from glassllm.wire import ARRAY_KINDS
+from glassllm.sandbox.wire import ARRAY_KINDS
 
 __all__ = ["DTYPES", "NO_GRADIENT_RULE", "REQUIRED", "Example", "Input", "Op", "Plan"]
 
@@ -16,7 +16,7 @@ REQUIRED: Any = type("Required", (), {"__repr__": lambda self: "REQUIRED"})()
 NO_GRADIENT_RULE = ("gradients flow to Tensors only, never to index selectors, masks, constant"
                     " exponents, repeat counts or trig tables (SPEC L0.6)")
 
-# Every input kind of glassllm.wire and the dtype it is read as; null: not an array.
+# Every input kind of glassllm.sandbox.wire and the dtype it is read as; null: not an array.
 DTYPES: dict[str, str | None] = {
     "tensor": "float64", "array": "float64", "table": "float64", "int_array": "int64",
     "bool_mask": "bool", "number": "float64", "int": "int64", "bool": "bool",
@@ -26,7 +26,7 @@ DTYPES: dict[str, str | None] = {
 @dataclass(frozen=True)
 class Input:
     name: str
-    kind: str                       # a kind of glassllm.wire (tensor, int_array, axis, ...)
+    kind: str                       # a kind of glassllm.sandbox.wire (tensor, int_array, axis, ...)
     doc: str
     differentiable: bool = False
     default: Any = REQUIRED
@@ -113,7 +113,7 @@ class Op:
     role: str = "value"                      # what the output is: "value" or "loss"
     vjp: dict[str, str] = field(default_factory=dict)
     """The backward rule per differentiable input: the `Backward:` block of fn's docstring
-    (glassllm.registry.vjp; the table fills it)."""
+    (glassllm.sandbox.registry.vjp; the table fills it)."""
     symbol: str | None = None                # how a formula writes it: "×", "@", "Σ"
     sum_invariant: str | None = None         # why the gradient of its output's sum is 0
 
@@ -132,7 +132,9 @@ class Op:
 
     def describe(self) -> dict:
         # every example carries its answer (issue 12), computed through the request path
-        from glassllm.registry.requests import example_answer  # requests imports this module
+        from glassllm.sandbox.registry.requests import (
+            example_answer,  # requests imports this module
+        )
         # "role": how to read the output; "probability" (in [0, 1]) gets a [0, 1] colour scale (P3)
         role = "probability" if self.name in PROBABILITY_OUTPUTS else "value"
         return {"name": self.name, "summary": self.summary, "clause": self.clause,

@@ -19,7 +19,7 @@ import numpy as np
 from numpy.lib.array_utils import normalize_axis_index
 
 from glassllm import layers
-from glassllm.registry.entry import Plan
+from glassllm.sandbox.registry.entry import Plan
 from glassllm.shapes import (
     broadcast_rule,
     cross_entropy_rule,

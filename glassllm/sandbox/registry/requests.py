@@ -29,10 +29,10 @@ from glassllm.errors import (
     echo_name,
     op_message,
 )
-from glassllm.limits import Limits
-from glassllm.registry.entry import NO_GRADIENT_RULE, Op, Plan
+from glassllm.sandbox.limits import Limits
+from glassllm.sandbox.registry.entry import NO_GRADIENT_RULE, Op, Plan
+from glassllm.sandbox.wire import ARRAY_KINDS, coerce, encode_array
 from glassllm.tensor import Tensor, no_grad
-from glassllm.wire import ARRAY_KINDS, coerce, encode_array
 
 NUMPY_ERRORS = (ValueError, IndexError, TypeError, ArithmeticError)
 
@@ -72,7 +72,7 @@ def coerce_inputs(op: Op, inputs: Mapping[str, Any], *, maybe_bools: bool = True
                   max_array_elements: int | None = None) -> dict[str, Any]:
     """Wire values → Python / NumPy values, one input at a time (WireError names the input).
 
-    `maybe_bools`: the JSON holds true / false somewhere (`glassllm.wire`'s fast path).
+    `maybe_bools`: the JSON holds true / false somewhere (`glassllm.sandbox.wire`'s fast path).
     """
     unknown = sorted(set(inputs) - {i.name for i in op.inputs})
     if unknown:
@@ -199,7 +199,7 @@ def prepare(op: Op, inputs: Mapping[str, Any], requires_grad: Sequence[str] | No
         requires_grad: the inputs whose gradient to return; None: every differentiable one.
         grad_output: the backward's seed, shaped like the output; None: ones (H2).
         limits: the bounds (H5); None checks none (a trusted offline caller).
-        maybe_bools: a speed hint of `glassllm.wire`; True unless the JSON holds no bools.
+        maybe_bools: a speed hint of `glassllm.sandbox.wire`; True unless the JSON holds no bools.
 
     Raises: `WireError`, `ShapeError`, `ComputeError`, `LimitError` (all `InputError`s),
     each naming its input.

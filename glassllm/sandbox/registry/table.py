@@ -4,8 +4,8 @@ schema, the page's op list and the expression evaluator.
 
 Each `Op` holds its function, a summary, the clause it implements, its inputs (name, kind,
 differentiable or not, default, shape in glossary letters), its output (kind and role),
-its shape plan (`glassllm.registry.plans`) and runnable examples in the wire format of
-`glassllm.wire`. Shape letters: see STYLE.md's glossary.
+its shape plan (`glassllm.sandbox.registry.plans`) and runnable examples in the wire format of
+`glassllm.sandbox.wire`. Shape letters: see STYLE.md's glossary.
 """
 
 from __future__ import annotations
@@ -15,9 +15,9 @@ from dataclasses import replace
 from typing import Any
 
 from glassllm import autograd, layers
-from glassllm.registry.entry import REQUIRED, Example, Input, Op
-from glassllm.registry.plans import PLANS, elementwise, same_as
-from glassllm.registry.vjp import vjp_of
+from glassllm.sandbox.registry.entry import REQUIRED, Example, Input, Op
+from glassllm.sandbox.registry.plans import PLANS, elementwise, same_as
+from glassllm.sandbox.registry.vjp import vjp_of
 
 __all__ = ["OPS", "get"]
 
@@ -157,7 +157,7 @@ _ops += [
     Op("relu", autograd.relu, "max(a, 0); the gradient at 0 is 0, as in PyTorch", "L4.2",
        (tensor("a"),), same_as("a"),
        # away from the kink at 0, where finite differences see 1/2 and the backward says 0
-       # (PyTorch's choice; tests/test_activations_reference.py checks it)
+       # (PyTorch's choice; tests/library/test_activations_reference.py checks it)
        examples=(Example("negative inputs get no gradient", {"a": [-1.0, 0.5, 2.0]}, "L4.2",
                          expected={"value": [0.0, 0.5, 2.0], "grads": {"a": [0.0, 1.0, 1.0]}}),)),
     Op("tanh", autograd.tanh, "hyperbolic tangent, exactly ±1 at finite extremes", "L4.2",
@@ -254,7 +254,7 @@ _ops += [
 ]
 
 
-# each op's backward rule, read from its docstring's Backward: block (glassllm.registry.vjp)
+# each op's backward rule, read from its docstring's Backward: block (glassllm.sandbox.registry.vjp)
 OPS: dict[str, Op] = {op.name: replace(op, vjp=vjp_of(op.name, op.fn, op.differentiable))
                       for op in _ops}
 

@@ -5,8 +5,9 @@ body ``POST /api/v1/ops/{name}`` or ``POST /api/v1/eval`` would give, without th
 node list) or its own ``{"error": {...}}``, so one bad case never spoils the others.
 
 Bounded up front (H5): at most ``GLASSLLM_MAX_BATCH`` cases, and the planned work of all
-cases together — the sum of each case's ``Prepared.cost`` (`service.case.prepare_case`:
-the elements it builds plus its matmul multiply-adds) — at most
+cases together — the sum of each case's ``Prepared.cost``
+(`glassllm_service.requests.case.prepare_case`: the elements it builds plus its matmul
+multiply-adds) — at most
 ``GLASSLLM_MAX_MATMUL_MADDS``, the work one request may do; and the arrays all cases
 return together (each case's value and gradients, an expression's nodes), held until the
 answer is written, at most ``GLASSLLM_MAX_ANSWER_ELEMENTS``. Every case is prepared (all
@@ -22,13 +23,13 @@ from fastapi import APIRouter, Request
 from starlette.responses import Response
 
 from glassllm.errors import InputError, echo_name
-from service import schemas
-from service.admission import run_admitted
-from service.case import Case, prepare_case, run_case
-from service.codec import computed, dumps, encoding_of
-from service.errors import ApiError, from_input_error
-from service.limits import check_answer, read_json_then
-from service.settings import Settings
+from glassllm_service import schemas
+from glassllm_service.admission import run_admitted
+from glassllm_service.body import check_answer, read_json_then
+from glassllm_service.codec import computed, dumps, encoding_of
+from glassllm_service.http_errors import ApiError, from_input_error
+from glassllm_service.requests.case import Case, prepare_case, run_case
+from glassllm_service.settings import Settings
 
 router = APIRouter(prefix="/api/v1", tags=["tools"])
 ERRORS = schemas.error_responses(413, 415, 422, 503)  # a case's own error: in its result
@@ -112,7 +113,7 @@ async def batch(request: Request) -> Response:
     def prepare(parsed: Any, maybe_bools: bool) -> tuple[tuple[list[Case], int, str], bool]:
         return prepare_batch(parsed, maybe_bools, settings), maybe_bools
 
-    # one step (service/limits.py): a queued batch holds its prepared cases, not the lists
+    # one step (glassllm_service/body.py): a queued batch holds its prepared cases, not the lists
     (prepared, total, encoding), maybe_bools = await read_json_then(
         request, settings, prepare, send='{"cases": [...]}')
     out = await run_admitted(request, total, answer_batch, prepared, encoding, maybe_bools,

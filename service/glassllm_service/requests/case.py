@@ -7,15 +7,16 @@ body of ``POST /api/v1/ops/{name}`` with the op's name in it) or ``{"expression"
 ops opened, can be checked as it is: it changes no value or gradient, and neither route
 answers nodes, so the expansions are not computed). It goes
 through the library's one request path in two steps, as the ops route does
-(`service.dispatch`):
+(`glassllm_service.requests.op`):
 
-- `prepare_case`: every check, no compute. An op case is `glassllm.registry.prepare`'s
-  `Prepared`; an expression is `glassllm.expr.prepare`'s `PreparedExpression`. Either
+- `prepare_case`: every check, no compute. An op case is `glassllm.sandbox.registry.prepare`'s
+  `Prepared`; an expression is `glassllm.sandbox.expr.prepare`'s `PreparedExpression`. Either
   way its ``cost`` (elements, multiply-adds) is known here, so a batch bounds the sum of its
   cases' costs before it computes anything. A refusal is kept as the case's answer.
-- `run_case`: `glassllm.registry.run` / `glassllm.expr.run` (compute only).
+- `run_case`: `glassllm.sandbox.registry.run` / `glassllm.sandbox.expr.run` (compute only).
 
-The check route prepares one case, then runs it inside a compute slot (`service.admission`).
+The check route prepares one case, then runs it inside a compute slot
+(`glassllm_service.admission`).
 """
 
 from __future__ import annotations
@@ -25,13 +26,13 @@ from typing import Any
 
 import numpy as np
 
-from glassllm import expr, registry
 from glassllm.errors import InputError, echo_name
-from service.dispatch import prepare_body, run_prepared
-from service.errors import ApiError, from_input_error
-from service.routes import eval as eval_routes
-from service.routes.ops import find
-from service.settings import Settings
+from glassllm.sandbox import expr, registry
+from glassllm_service.http_errors import ApiError, from_input_error
+from glassllm_service.requests import expression as eval_routes
+from glassllm_service.requests.op import prepare_body, run_prepared
+from glassllm_service.routes.ops import find
+from glassllm_service.settings import Settings
 
 OP_FIELDS = ("op", "inputs", "requires_grad", "grad_output")
 EXPRESSION_FIELDS = ("expression", "variables", "grad_output", "expand")

@@ -1,9 +1,10 @@
 """``POST /api/v1/check``: grade a claimed value and gradients (issue 12).
 
-The body is one case (an op call or an expression, see `service.case`) plus ``claimed``
+The body is one case (an op call or an expression, see `glassllm_service.requests.case`)
+plus ``claimed``
 (``{"value": ..., "grads": {name: ...}}``, either part optional), ``rtol`` / ``atol``
 (default NumPy's 1e-5 / 1e-8) and ``reveal`` (default true). The sandbox computes the case
-as its own route would, then compares each claimed array with `glassllm.grade.compare`.
+as its own route would, then compares each claimed array with `glassllm.sandbox.compare.compare`.
 
 ``reveal: false`` answers verdicts and mismatch locations only. It is a convenience for
 graded feedback, not secrecy: the same sandbox computes any value or gradient on request.
@@ -19,15 +20,15 @@ from fastapi import APIRouter, Request
 from starlette.responses import Response
 
 from glassllm.errors import echo_name
-from glassllm.grade import ATOL, RTOL, compare
-from glassllm.wire import coerce
-from service import schemas
-from service.admission import run_admitted
-from service.case import Case, prepare_case, run_case
-from service.codec import dumps
-from service.errors import ApiError
-from service.limits import check_answer, read_json_then
-from service.settings import Settings
+from glassllm.sandbox.compare import ATOL, RTOL, compare
+from glassllm.sandbox.wire import coerce
+from glassllm_service import schemas
+from glassllm_service.admission import run_admitted
+from glassllm_service.body import check_answer, read_json_then
+from glassllm_service.codec import dumps
+from glassllm_service.http_errors import ApiError
+from glassllm_service.requests.case import Case, prepare_case, run_case
+from glassllm_service.settings import Settings
 
 router = APIRouter(prefix="/api/v1", tags=["tools"])
 ERRORS = schemas.error_responses(400, 404, 413, 415, 422, 503, why={
@@ -53,7 +54,7 @@ def _claimed(body: dict, settings: Settings) -> tuple[Any, dict]:
     if not isinstance(grads, dict):
         raise ApiError(422, "invalid_request", "'claimed.grads' must be an object: input name"
                        " → array", input="claimed.grads")
-    # the one coercion of glassllm.wire: a binary array's declared size is held to the limit
+    # the one coercion of glassllm.sandbox.wire: a binary array's declared size is held to the limit
     # before decoding; a WireError (422) or LimitError (413) is mapped by the app's handlers
     limit = settings.limits.max_array_elements
     value = None if "value" not in claimed else coerce(
@@ -140,7 +141,7 @@ async def check(request: Request) -> Response:
     def prepare(parsed: Any, maybe_bools: bool) -> tuple[tuple[Case, Any], bool]:
         return prepare_check(parsed, maybe_bools, settings), maybe_bools
 
-    # one step (service/limits.py): a queued check holds its case, not the JSON lists
+    # one step (glassllm_service/body.py): a queued check holds its case, not the JSON lists
     (case, claim), maybe_bools = await read_json_then(
         request, settings, prepare, send='{"op": ..., "claimed": ...}')
     out = await run_admitted(request, case.cost, answer_check, case, claim, maybe_bools, settings)

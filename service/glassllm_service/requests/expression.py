@@ -1,12 +1,12 @@
 """``POST /api/v1/eval`` (a composed expression, every node's value and adjoint) and
 ``GET /api/v1/examples`` (SPEC Part L as ready requests) — issue 5.
 
-The work is `glassllm.expr.evaluate`, the same function a notebook calls, in its two
+The work is `glassllm.sandbox.expr.evaluate`, the same function a notebook calls, in its two
 halves: this router reads the body under the service's limits (H5), `expr.prepare`s it
 (parse, graph, every shape planned, every refusal) before it waits, then waits for a
-compute slot in the lane of the planned cost (`service.admission`) and `expr.run`s it in a
+compute slot in the lane of the planned cost (`glassllm_service.admission`) and `expr.run`s it in a
 worker thread; an `ExprError` becomes 422 / 413 / 400 with the offending position in the
-app's exception handlers (`service.errors`, H4).
+app's exception handlers (`glassllm_service.http_errors`, H4).
 """
 
 from __future__ import annotations
@@ -18,16 +18,16 @@ from fastapi import APIRouter, Request
 from pydantic import BaseModel, Field
 from starlette.responses import Response
 
-from glassllm import expr, float_warnings
 from glassllm.errors import echo_name
-from glassllm.examples import EXAMPLES
-from glassllm.lessons import LESSONS
-from service import schemas
-from service.admission import run_admitted
-from service.codec import dumps, encode_as, encoding_of
-from service.errors import ApiError
-from service.limits import check_answer, read_json_then
-from service.settings import Settings
+from glassllm.sandbox import expr, float_warnings
+from glassllm.sandbox.examples import EXAMPLES
+from glassllm.sandbox.lessons import LESSONS
+from glassllm_service import schemas
+from glassllm_service.admission import run_admitted
+from glassllm_service.body import check_answer, read_json_then
+from glassllm_service.codec import dumps, encode_as, encoding_of
+from glassllm_service.http_errors import ApiError
+from glassllm_service.settings import Settings
 
 router = APIRouter(prefix="/api/v1", tags=["expressions"])
 ERRORS = schemas.error_responses(400, 413, 415, 422, 503)
@@ -60,7 +60,7 @@ class ExampleList(BaseModel):
 
 def prepare_body(body: Any, maybe_bools: bool, settings: Settings,
                  messages: list[str]) -> expr.PreparedExpression:
-    """The envelope, then `glassllm.expr.prepare`: every refusal (an ApiError, or an
+    """The envelope, then `glassllm.sandbox.expr.prepare`: every refusal (an ApiError, or an
     ExprError mapped by the app's handlers) before any compute; the result's ``cost`` is
     the planned work the admission lane is chosen by. NumPy's `warnings`-module warnings
     go to `messages`."""
@@ -87,7 +87,7 @@ def prepare_body(body: Any, maybe_bools: bool, settings: Settings,
 
 def run_body(prepared: expr.PreparedExpression, messages: list[str],
              arrays: bool = False) -> dict:
-    """`glassllm.expr.run` (compute only): its dict (wire JSON; with `arrays`, value and
+    """`glassllm.sandbox.expr.run` (compute only): its dict (wire JSON; with `arrays`, value and
     grads as float64 NumPy arrays, bit-exact), every float warning in it."""
     result = float_warnings.run_recording(lambda: expr.run(prepared, arrays=arrays), messages)
     result["warnings"] += [m for m in messages if m not in result["warnings"]]

@@ -1,35 +1,36 @@
 """One op request, start to finish (SPEC H2, H4, H5, H6), in the library's two steps.
 
 `prepare_body`: the envelope is read here; every other check is
-`glassllm.registry.prepare`'s: coerce inputs, binary arrays decoded there after their
+`glassllm.sandbox.registry.prepare`'s: coerce inputs, binary arrays decoded there after their
 declared size is checked (422 / 413) → shape plan (400) → limits from shapes (413) →
 requires_grad and grad_output against the planned shape (422). Its `Prepared.cost` is what
-the request waits for a slot with (service/admission.py).
+the request waits for a slot with (glassllm_service/admission.py).
 `answer`, in a worker thread inside the slot: `run_prepared` (forward + backward with
 NumPy's floating-point warnings captured for this request only) → the response bytes, its
-arrays in the asked ``encoding`` (`service.codec`). The batch and check routes
-(`service.case`) call the same two steps.
+arrays in the asked ``encoding`` (`glassllm_service.codec`). The batch and check routes
+(`glassllm_service.requests.case`) call the same two steps.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
-from glassllm import float_warnings, registry
 from glassllm.errors import InputError, echo_name
-from glassllm.float_warnings import FloatWarnings
-from glassllm.registry import Op, Prepared
-from service.codec import computed, dumps
-from service.errors import ApiError
-from service.limits import check_answer
-from service.settings import Settings
+from glassllm.sandbox import float_warnings, registry
+from glassllm.sandbox.float_warnings import FloatWarnings
+from glassllm.sandbox.registry import Op, Prepared
+from glassllm_service.body import check_answer
+from glassllm_service.codec import computed, dumps
+from glassllm_service.http_errors import ApiError
+from glassllm_service.settings import Settings
 
 FIELDS = ("inputs", "requires_grad", "grad_output", "encoding")
 
 
 def parse_envelope(op: Op, body: Any) -> tuple[dict, list[str] | None, Any]:
     """The request object: {"inputs": {...}, "requires_grad": [...], "grad_output": ...,
-    "encoding": "json" | "base64"} (the encoding is read by `service.codec.encoding_of`)."""
+    "encoding": "json" | "base64"} (the encoding is read by
+    `glassllm_service.codec.encoding_of`)."""
     if not isinstance(body, dict):
         raise ApiError(422, "invalid_request", "the body must be a JSON object"
                        ' {"inputs": {...}, "requires_grad": [...], "grad_output": ...}',
@@ -51,12 +52,12 @@ def parse_envelope(op: Op, body: Any) -> tuple[dict, list[str] | None, Any]:
 
 
 def prepare_body(op: Op, body: Any, maybe_bools: bool, settings: Settings) -> Prepared:
-    """The envelope, then `glassllm.registry.prepare` under the service's one `Limits`: every
-    check, no compute; the result's ``cost`` (elements, multiply-adds) decides the admission
-    lane (service/admission.py).
+    """The envelope, then `glassllm.sandbox.registry.prepare` under the service's one
+    `Limits`: every check, no compute; the result's ``cost`` (elements, multiply-adds)
+    decides the admission lane (glassllm_service/admission.py).
 
     A refusal is the library's `InputError` (named op and input), mapped to its status by
-    the app's exception handlers (`service.errors`).
+    the app's exception handlers (`glassllm_service.http_errors`).
     """
     try:
         inputs, requires_grad, grad_output = parse_envelope(op, body)
@@ -71,7 +72,7 @@ def prepare_body(op: Op, body: Any, maybe_bools: bool, settings: Settings) -> Pr
 
 
 def run_prepared(prepared: Prepared) -> tuple[registry.RunResult, list[str]]:
-    """`glassllm.registry.run` (compute only), with NumPy's float warnings of this run."""
+    """`glassllm.sandbox.registry.run` (compute only), with NumPy's float warnings of this run."""
     fw = FloatWarnings()
 
     def forward_backward() -> registry.RunResult:

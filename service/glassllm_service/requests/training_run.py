@@ -35,20 +35,20 @@ from starlette.responses import Response
 
 from glassllm.layers import GlassConfig
 from glassllm.tokenizer import ByteTokenizer
-from glassllm.train import corpus_text, default_corpus
-from glassllm.training import (
+from glassllm.training.loop import corpus_text, default_corpus
+from glassllm.training.stream import (
     WeightsError,
     attention_maps,
     count_parameters,
     decode_weights,
 )
-from service import schemas
-from service.admission import run_admitted
-from service.errors import ApiError
-from service.limits import check_answer, read_json
-from service.settings import Settings
-from service.train_settings import TrainSettings
-from service.training_runner import ShuttingDown, WallTimeExceeded, events
+from glassllm_service import schemas
+from glassllm_service.admission import run_admitted
+from glassllm_service.body import check_answer, read_json
+from glassllm_service.http_errors import ApiError
+from glassllm_service.settings import Settings
+from glassllm_service.train_settings import TrainSettings
+from glassllm_service.training_runner import ShuttingDown, WallTimeExceeded, events
 
 log = logging.getLogger("glassllm.service.train")
 router = APIRouter(prefix="/api/v1", tags=["train"])
@@ -211,7 +211,7 @@ async def start_training(request: Request) -> Response:
              count_parameters(config))
     # sse-starlette sets `shutdown` when the server is told to stop (SIGTERM); the stream
     # then sends its `error` (code shutdown) and ends within the grace period, before
-    # uvicorn's own graceful shutdown (10 s, service/cli.py) cancels what is left
+    # uvicorn's own graceful shutdown (10 s, glassllm_service/sandbox_cli.py) cancels what is left
     shutdown = anyio.Event()
     stream = _stream(run_id, kwargs, limits, runs, shutdown)
     return EventSourceResponse(stream, ping=15, headers={"Cache-Control": "no-store",

@@ -12,7 +12,7 @@ Anchors are stable, so the code, the tests and the page can link to a clause:
 
 ``<!-- inputs: NAME -->`` in ``library.md`` becomes the table of op NAME's inputs, read
 from the registry, and ``<!-- settings -->`` in ``http.md`` the table of the service's
-settings, read from service/settings.py: the docs never restate by hand what the code
+settings, read from glassllm_service/settings.py: the docs never restate by hand what the code
 already knows (a default written twice drifts). Links
 between the Markdown files (``http.md#H5``) become links between the served pages.
 """
@@ -30,8 +30,8 @@ from markdown_it import MarkdownIt
 from markdown_it.token import Token
 from starlette.responses import HTMLResponse, RedirectResponse
 
-from glassllm import registry
-from service.settings import ENV_PREFIX
+from glassllm.sandbox import registry
+from glassllm_service.settings import ENV_PREFIX
 
 HERE = Path(__file__).resolve().parent.parent
 CLAUSE = re.compile(r"^([LHP](?:0|[1-9][0-9]*)(?:\.[0-9]+)?)\b")
@@ -43,7 +43,7 @@ router = APIRouter(prefix="/docs/contract", include_in_schema=False)
 
 def docs_dir() -> Path:
     """The docs shipped in the wheel (service/docs), else the repository's (docs/)."""
-    for candidate in (HERE / "docs", HERE.parent / "docs"):
+    for candidate in (HERE / "docs", HERE.parent.parent / "docs"):
         if (candidate / "index.md").is_file():
             return candidate
     raise RuntimeError("docs/index.md not found")
@@ -101,7 +101,7 @@ def _link_clauses(inline: Token, page: str) -> None:
 
 
 def settings_table() -> str:
-    """The Markdown table of the service's settings, read from service/settings.py: each
+    """The Markdown table of the service's settings, read from glassllm_service/settings.py: each
     field's variable, its default as written in the code, and its docstring."""
     source = (HERE / "settings.py").read_text(encoding="utf-8")
     cls = next(n for n in ast.parse(source).body

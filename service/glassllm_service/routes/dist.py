@@ -3,11 +3,13 @@ with no package index can ``pip install http://sandbox:8000/dist/glassllm-<ver>-
 
 No build tool is needed at run time, so it works the same from a source checkout and from
 an installed sandbox: a wheel is a zip of the package files plus a ``.dist-info`` folder
-(PEP 427), and this module writes one from the ``glassllm`` and ``service`` packages as they
-are on disk, the page's files under ``service/static`` (where the real wheel puts them,
+(PEP 427), and this module writes one from the ``glassllm`` and ``glassllm_service`` packages
+as they are on disk, the page's files under ``glassllm_service/static`` (where the real wheel
+puts them,
 pyproject.toml), and the installed distribution's own METADATA and entry points. It is
 built once per worker process, on the first request, into a directory that process made
-for itself (`service.files.private_dir`: mode 0700, its owner checked, removed at shutdown),
+for itself (`glassllm_service.files.private_dir`: mode 0700, its owner checked, removed at
+shutdown),
 and served from the path it wrote — never from a name another local user could guess and
 fill first in the shared temp directory. A wheel is kept per digest of its files (code
 that changed gets a wheel of its own). Every worker writes the same bytes (sorted files,
@@ -32,16 +34,16 @@ from fastapi import APIRouter, Request
 from starlette.responses import Response
 
 import glassllm
-import service
-from service import schemas
-from service.codec import dumps
-from service.errors import ApiError
-from service.files import FileResponse, private_dir
-from service.routes.pages import static_dir
+import glassllm_service
+from glassllm_service import schemas
+from glassllm_service.codec import dumps
+from glassllm_service.files import FileResponse, private_dir
+from glassllm_service.http_errors import ApiError
+from glassllm_service.routes.pages import static_dir
 
 router = APIRouter(prefix="/dist", tags=["dist"])
 _lock = threading.Lock()
-PACKAGES = (Path(glassllm.__file__).parent, Path(service.__file__).parent)
+PACKAGES = (Path(glassllm.__file__).parent, Path(glassllm_service.__file__).parent)
 
 
 def version() -> str:
@@ -56,11 +58,16 @@ def wheel_name() -> str:
 
 
 def _metadata(ver: str) -> tuple[str, str]:
-    """METADATA and entry_points.txt of the installed distribution, else minimal ones."""
+    """METADATA and entry_points.txt of the installed distribution, else minimal ones.
+
+    An editable install's METADATA requires ``editables`` (its import hook, pyproject.toml's
+    dev-mode-exact); the wheel written here holds the files themselves, so that line goes."""
     try:
         dist = importlib.metadata.distribution("glassllm")
         meta, entry = dist.read_text("METADATA"), dist.read_text("entry_points.txt") or ""
         if meta:
+            meta = "".join(line for line in meta.splitlines(keepends=True)
+                           if not line.startswith("Requires-Dist: editables"))
             return meta, entry
     except importlib.metadata.PackageNotFoundError:
         pass
@@ -77,9 +84,9 @@ def _files() -> list[tuple[str, Path]]:
             rel = f.relative_to(pkg.parent)
             if f.is_file() and "__pycache__" not in rel.parts and f.suffix != ".pyc":
                 out.append((rel.as_posix(), f))
-    if not any(name.startswith("service/static/") for name, _ in out):
+    if not any(name.startswith("glassllm_service/static/") for name, _ in out):
         page = static_dir(None)
-        out += [(f"service/static/{f.relative_to(page).as_posix()}", f)
+        out += [(f"glassllm_service/static/{f.relative_to(page).as_posix()}", f)
                 for f in sorted(page.rglob("*")) if f.is_file()]
     return out
 

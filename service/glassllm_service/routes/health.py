@@ -3,9 +3,9 @@
 from fastapi import APIRouter, Request
 from starlette.responses import Response
 
-from glassllm import registry
-from service.codec import dumps
-from service.schemas import Health, Ready
+from glassllm.sandbox import registry
+from glassllm_service.codec import dumps
+from glassllm_service.schemas import Health, Ready
 
 router = APIRouter(tags=["health"])
 _OK = b'{"status":"ok"}'

@@ -10,15 +10,15 @@ from fastapi import APIRouter, Request
 from starlette.responses import Response
 from starlette.routing import Route
 
-from glassllm import registry
 from glassllm.errors import echo_name
-from glassllm.registry import Op, Prepared
-from service import schemas
-from service.admission import run_admitted
-from service.codec import encoding_of
-from service.dispatch import answer, prepare_body
-from service.errors import ApiError
-from service.limits import read_json_then
+from glassllm.sandbox import registry
+from glassllm.sandbox.registry import Op, Prepared
+from glassllm_service import schemas
+from glassllm_service.admission import run_admitted
+from glassllm_service.body import read_json_then
+from glassllm_service.codec import encoding_of
+from glassllm_service.http_errors import ApiError
+from glassllm_service.requests.op import answer, prepare_body
 
 router = APIRouter(prefix="/api/v1/ops", tags=["ops"])
 _OPS_JSON = orjson.dumps({"ops": [op.describe() for op in registry.OPS.values()],
@@ -54,7 +54,7 @@ async def run_op(op: Op, request: Request) -> Response:
         return encoding_of(parsed, op.name), prepare_body(op, parsed, maybe_bools, settings)
 
     # read, parse and prepare in one step: a queued request holds its NumPy inputs, never
-    # the JSON lists (service/limits.py)
+    # the JSON lists (glassllm_service/body.py)
     try:
         encoding, prepared = await read_json_then(request, settings, prepare, op=op.name)
         out = await run_admitted(request, prepared.cost, answer, prepared, encoding)
@@ -80,7 +80,7 @@ class _Route(Route):
         await super().handle(scope, receive, send)
 
 
-# A plain Starlette route, first in the app's table (service/app.py): the busiest path
+# A plain Starlette route, first in the app's table (glassllm_service/app.py): the busiest path
 # skips FastAPI's parameter solving and included-router matching, which it does not use
 # (the body is read by `read_json_then`, the name looked up by `find`): a (4, 8) softmax
 # answered 0.63x /healthz's requests per second this way against 0.55x (issue 18).
@@ -96,7 +96,7 @@ def _documented(op: Op):
 
 # /openapi.json still documents one POST per op, with the op's own request schema and
 # example: these routes are generated from the registry and handed to the schema
-# generator only (service/app.py); the app routes every op through `run` above.
+# generator only (glassllm_service/app.py); the app routes every op through `run` above.
 DOCUMENTED = APIRouter(prefix="/api/v1/ops", tags=["ops"])
 for _op in registry.OPS.values():
     DOCUMENTED.add_api_route(

@@ -16,8 +16,8 @@ from fastapi import APIRouter, FastAPI
 from fastapi.openapi.docs import get_swagger_ui_html
 from starlette.responses import HTMLResponse
 
-from service.files import FileResponse, StaticFiles
-from service.routes import allow_head
+from glassllm_service.files import FileResponse, StaticFiles
+from glassllm_service.routes import allow_head
 
 HERE = Path(__file__).resolve().parent.parent
 # swagger-ui-bundle.js, swagger-ui.css (Swagger UI 5.x), favicon.png
@@ -26,7 +26,7 @@ SWAGGER_UI = Path(str(importlib.resources.files("fastapi_offline") / "static"))
 
 def static_dir(configured: Path | None) -> Path:
     """The page: configured, else shipped in the wheel (service/static), else the repo's."""
-    for candidate in (configured, HERE / "static", HERE.parent / "static"):
+    for candidate in (configured, HERE / "static", HERE.parent.parent / "static"):
         if candidate is not None and (candidate / "index.html").is_file():
             return candidate
     raise RuntimeError("static/index.html not found; set GLASSLLM_STATIC_DIR")
@@ -34,7 +34,7 @@ def static_dir(configured: Path | None) -> Path:
 
 def swagger_ui() -> HTMLResponse:
     """/docs: Swagger UI from local assets. Its one inline script (the start of Swagger UI)
-    is allowed by hash in the Content-Security-Policy (service/security.py)."""
+    is allowed by hash in the Content-Security-Policy (glassllm_service/security.py)."""
     return get_swagger_ui_html(openapi_url="/openapi.json", title="glassllm sandbox — API",
                                swagger_js_url="/docs-assets/swagger-ui-bundle.js",
                                swagger_css_url="/docs-assets/swagger-ui.css",
