@@ -48,6 +48,7 @@ MOVED: dict[str, str] = {
     "glassllm.runtime": "glassllm.sandbox.runtime",
     "glassllm.float_warnings": "glassllm.sandbox.float_warnings",
     "glassllm.train": "glassllm.training.loop",
+    "glassllm.checks": "glassllm.errors",
 }
 
 

@@ -22,11 +22,13 @@ Names follow Meta's llama ``model.py``: ``wq wk wv wo`` (attention), ``w1 w2 w3`
 (feed-forward), ``n_kv_heads``.
 
 Shape contracts: each functional form first calls its ``*_shape`` function
-(``rms_norm_shape`` … ``transformer_block_shape``), which checks every weight against the
-shapes written in the docstring and returns the output shape, from shapes alone. A weight
-that NumPy would happily broadcast — a gain of shape (20000, 1, 1, d) instead of (d,) —
-is refused with a `ShapeError` naming it and both shapes, before any work. The sandbox's
-shape plans (`glassllm.sandbox.registry`) call the same functions, so what it plans is what runs.
+(``rms_norm_shape`` … ``transformer_block_shape``, written in ``glassllm/shapes.py`` with
+every other op's shape rule and importable from here too), which checks every weight
+against the shapes written in the docstring and returns the output shape, from shapes
+alone. A weight that NumPy would happily broadcast — a gain of shape (20000, 1, 1, d)
+instead of (d,) — is refused with a `ShapeError` naming it and both shapes, before any
+work. The sandbox's shape plans (`glassllm.sandbox.registry`) call the same functions, so
+what it plans is what runs.
 """
 
 from __future__ import annotations
@@ -53,9 +55,17 @@ from glassllm.autograd import (
     transpose,
     tsum,
 )
-from glassllm.checks import check_int, check_real
+from glassllm.errors import check_int, check_real
 from glassllm.fast import fused as _fused
-from glassllm.shapes import ShapeError, positive_count
+from glassllm.shapes import (
+    Shape,
+    attention_shape,
+    check_heads,
+    linear_shape,
+    rms_norm_shape,
+    swiglu_shape,
+    transformer_block_shape,
+)
 
 __all__ = [  # the module classes too: given by __getattr__ below, from glassllm.modules
     "Attention",  # noqa: F822
@@ -79,8 +89,6 @@ __all__ = [  # the module classes too: given by __getattr__ below, from glassllm
     "transformer_block",
     "transformer_block_shape",
 ]
-
-Shape = tuple[int, ...]
 
 # A hook on the attention probabilities (B, H, n, n) of every ``attention`` call: unset
 # (None) in normal use. ``glassllm.training.stream.attention_maps`` sets it to record them (and
@@ -125,7 +133,7 @@ class GlassConfig:
         check_int("seed", self.seed, minimum=0)
         for name in ("rope_theta", "norm_eps"):
             check_real(name, getattr(self, name), 0.0, strict=True)
-        _check_heads(self.d_model, self.n_heads, self.n_kv_heads)
+        check_heads(self.d_model, self.n_heads, self.n_kv_heads)
         if (self.d_model // self.n_heads) % 2:
             raise ValueError(
                 f"head dimension d_model/n_heads = {self.d_model}/{self.n_heads} = "
@@ -142,36 +150,9 @@ class GlassConfig:
         return cls(**json.loads(text))
 
 
-def _check_heads(d: int, n_heads: int, n_kv_heads: int) -> None:
-    """Raise InputError for a head count below 1, ShapeError (a ValueError) unless H
-    divides d and Hkv divides H; the message
-    names both numbers, ``input`` the head count to change."""
-    positive_count("n_heads", n_heads, "attention")       # a count below 1: InputError
-    positive_count("n_kv_heads", n_kv_heads, "attention")
-    if d % n_heads:
-        raise ShapeError("n_heads", f"d_model {d} is not divisible by n_heads {n_heads}")
-    if n_heads % n_kv_heads:
-        raise ShapeError("n_kv_heads",
-                         f"n_heads {n_heads} is not divisible by n_kv_heads {n_kv_heads}")
-
-
 def _shape_of(t: object) -> Shape:
     """The shape of a Tensor, array or nested list (L0.3), without copying it."""
     return t.shape if isinstance(t, Tensor) else np.shape(t)
-
-
-def _expect(name: str, shape: Shape, letters: str, expected: Shape, why: str = "") -> None:
-    """Refuse `name` unless its shape is exactly `expected` (written `letters`)."""
-    if tuple(shape) != tuple(expected):
-        raise ShapeError(name, f"{name} must have shape {letters} = {tuple(expected)}{why};"
-                               f" got {tuple(shape)}")
-
-
-def _last_axis(name: str, shape: Shape, letters: str) -> int:
-    """The width d of an activation (..., d); a 0-d one has none."""
-    if not shape:
-        raise ShapeError(name, f"{name} must have shape {letters} (at least one axis); got ()")
-    return shape[-1]
 
 
 # ---------------------------------------------------------------------------------------
@@ -227,18 +208,6 @@ def rope_angles(
 # ---------------------------------------------------------------------------------------
 
 
-def rms_norm_shape(x: Shape, weight: Shape, name: str = "weight") -> Shape:
-    """``rms_norm``'s contract from shapes: x (..., d), weight (d,) → out (..., d).
-
-    `name` is what the caller calls the gain (``attn_norm`` in a block). A gain NumPy
-    would broadcast, such as (n, d) or (20000, 1, 1, d), is refused: it would change the
-    output's shape. Raises `ShapeError` naming the input and both shapes.
-    """
-    d = _last_axis("x", x, "(..., d)")
-    _expect(name, weight, "(d,)", (d,), f" for x of shape {tuple(x)}")
-    return tuple(x)
-
-
 def rms_norm(x: Tensor, weight: Tensor, eps: float = 1e-6, *, fused: bool = False) -> Tensor:
     """Root-mean-square normalisation of the last axis, then a learned per-feature gain.
 
@@ -281,20 +250,6 @@ def rms_norm(x: Tensor, weight: Tensor, eps: float = 1e-6, *, fused: bool = Fals
 # ---------------------------------------------------------------------------------------
 
 
-def linear_shape(x: Shape, weight: Shape, name: str = "weight") -> Shape:
-    """``linear``'s contract from shapes: x (..., d_in), weight (d_in, d_out) → (..., d_out).
-
-    The weight must be 2-D: a batched one (np.matmul would broadcast it) or a 1-D one
-    (np.matmul would drop an axis) is not a linear layer. Raises `ShapeError`.
-    """
-    d_in = _last_axis("x", x, "(..., d_in)")
-    if len(weight) != 2:
-        raise ShapeError(name, f"{name} must be 2-D, shape (d_in, d_out) with d_in = {d_in}"
-                               f" for x of shape {tuple(x)}; got {tuple(weight)}")
-    _expect(name, weight, "(d_in, d_out)", (d_in, weight[1]), f" for x of shape {tuple(x)}")
-    return (*x[:-1], weight[1])
-
-
 def linear(x: Tensor, weight: Tensor) -> Tensor:
     """A bias-free linear layer: out = x @ weight.
 
@@ -325,44 +280,6 @@ def linear(x: Tensor, weight: Tensor) -> Tensor:
 # ---------------------------------------------------------------------------------------
 # Attention
 # ---------------------------------------------------------------------------------------
-
-
-def attention_shape(
-    x: Shape,
-    wq: Shape,
-    wk: Shape,
-    wv: Shape,
-    wo: Shape,
-    n_heads: int,
-    n_kv_heads: int,
-    cos: Shape,
-    sin: Shape,
-) -> Shape:
-    """``attention``'s contract from shapes (and the two head counts) → out (B, n, d).
-
-    Checked in this order, before any product: x is (B, n, d); H > 0 and Hkv > 0; H
-    divides d and Hkv divides H; dk = d/H is even (RoPE pairs); wq (d, H·dk); wk, wv
-    (d, Hkv·dk); wo (H·dk, d); cos, sin (n, dk/2). Raises `ShapeError` naming the input.
-    """
-    if len(x) != 3:
-        raise ShapeError("x", f"x must have shape (B, n, d); got {tuple(x)}")
-    B, n, d = x
-    _check_heads(d, n_heads, n_kv_heads)
-    dk = d // n_heads
-    if dk % 2:
-        raise ShapeError("n_heads", f"head dimension d/H = {d}/{n_heads} = {dk} must be even"
-                                    " for RoPE pairs")
-    why = f" for x of shape {tuple(x)}, H={n_heads}, Hkv={n_kv_heads}"
-    _expect("wq", wq, "(d, H·dk)", (d, n_heads * dk), why)
-    _expect("wk", wk, "(d, Hkv·dk)", (d, n_kv_heads * dk), why)
-    _expect("wv", wv, "(d, Hkv·dk)", (d, n_kv_heads * dk), why)
-    _expect("wo", wo, "(H·dk, d)", (n_heads * dk, d), why)
-    table = (n, dk // 2)
-    clash = [name for name, s in (("cos", cos), ("sin", sin)) if tuple(s) != table]
-    if clash:
-        raise ShapeError(", ".join(clash), f"cos and sin must be (n, dk/2) = {table}, "
-                                           f"got {tuple(cos)} and {tuple(sin)}")
-    return (B, n, d)
 
 
 def attention(
@@ -462,23 +379,6 @@ def attention(
 # ---------------------------------------------------------------------------------------
 
 
-def swiglu_shape(x: Shape, w1: Shape, w2: Shape, w3: Shape) -> Shape:
-    """``swiglu``'s contract from shapes: x (..., d), w1, w3 (d, F), w2 (F, d) → (..., d).
-
-    Raises `ShapeError` naming the weight and both shapes.
-    """
-    d = _last_axis("x", x, "(..., d)")
-    if len(w1) != 2:
-        raise ShapeError("w1", f"w1 must be 2-D, shape (d, F) with d = {d} for x of shape"
-                               f" {tuple(x)}; got {tuple(w1)}")
-    F = w1[1]
-    why = f" for x of shape {tuple(x)} and w1 of shape {tuple(w1)}"
-    _expect("w1", w1, "(d, F)", (d, F), f" for x of shape {tuple(x)}")
-    _expect("w3", w3, "(d, F)", (d, F), why)
-    _expect("w2", w2, "(F, d)", (F, d), why)
-    return tuple(x)
-
-
 def swiglu(x: Tensor, w1: Tensor, w2: Tensor, w3: Tensor, *, fused: bool = False) -> Tensor:
     """The SwiGLU feed-forward: out = (silu(x @ w1) · (x @ w3)) @ w2.
 
@@ -523,33 +423,6 @@ def swiglu(x: Tensor, w1: Tensor, w2: Tensor, w3: Tensor, *, fused: bool = False
 # ---------------------------------------------------------------------------------------
 # Transformer block
 # ---------------------------------------------------------------------------------------
-
-
-def transformer_block_shape(
-    x: Shape,
-    attn_norm: Shape,
-    wq: Shape,
-    wk: Shape,
-    wv: Shape,
-    wo: Shape,
-    ffn_norm: Shape,
-    w1: Shape,
-    w2: Shape,
-    w3: Shape,
-    n_heads: int,
-    n_kv_heads: int,
-    cos: Shape,
-    sin: Shape,
-) -> Shape:
-    """``transformer_block``'s contract from shapes → out (B, n, d), checked in the order
-    the block computes: attn_norm (d,), attention's weights, ffn_norm (d,), the SwiGLU
-    weights. Raises `ShapeError` naming the input (``attn_norm``, not ``weight``)."""
-    if len(x) != 3:
-        raise ShapeError("x", f"x must have shape (B, n, d); got {tuple(x)}")
-    rms_norm_shape(x, attn_norm, "attn_norm")
-    attention_shape(x, wq, wk, wv, wo, n_heads, n_kv_heads, cos, sin)
-    rms_norm_shape(x, ffn_norm, "ffn_norm")
-    return swiglu_shape(x, w1, w2, w3)
 
 
 def transformer_block(

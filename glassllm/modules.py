@@ -24,16 +24,16 @@ import numpy as np
 
 from glassllm import Tensor, no_grad
 from glassllm.autograd import cross_entropy, embedding, reshape, softmax_np
-from glassllm.checks import check_int, check_real, id_array
+from glassllm.errors import check_int, check_real, id_array
 from glassllm.layers import (
     GlassConfig,
-    _check_heads,
     attention,
     linear,
     rms_norm,
     rope_angles,
     swiglu,
 )
+from glassllm.shapes import check_heads
 
 __all__ = ["Attention", "Block", "Embedding", "GlassLM", "Linear", "Module", "RMSNorm",
            "SwiGLU"]
@@ -200,7 +200,7 @@ class Attention(Module):
     def __init__(
         self, d: int, n_heads: int, n_kv_heads: int, rng: np.random.Generator, out_std: float
     ):
-        _check_heads(d, n_heads, n_kv_heads)
+        check_heads(d, n_heads, n_kv_heads)
         self.n_heads, self.n_kv_heads = n_heads, n_kv_heads
         dk = d // n_heads
         self.wq = _param(rng, (d, n_heads * dk), d**-0.5)

@@ -13,11 +13,12 @@ is refused before any work — and before any work done only to find that out.
 - `index_shape(shape, index)`: ``a[index].shape`` by NumPy's basic and advanced indexing
   rules, with NumPy's IndexError messages, in time proportional to the index arrays.
 - the shape rules, one per op that checks more than NumPy does (`broadcast_rule`,
-  `reduce_shape`, `matmul_rule`, `cross_entropy_rule`, `rope_rule`, `repeat_kv_rule`;
-  the layers' are `glassllm.layers.*_shape`): each returns a `Rule`, the output shape and
-  the axes each input's gradient is summed over (L0.5). The op (`glassllm.autograd`), its
-  plan (`glassllm.sandbox.registry`) and the expression ledger all call the same rule, as JAX's
-  primitives do.
+  `reduce_shape`, `matmul_rule`, `cross_entropy_rule`, `rope_rule`, `repeat_kv_rule`):
+  each returns a `Rule`, the output shape and the axes each input's gradient is summed
+  over (L0.5). The layers' contracts (`rms_norm_shape` … `transformer_block_shape`, at the
+  end) return the output shape, and ``glassllm.layers`` gives them under its own name
+  too. The op (`glassllm.autograd`), its plan (`glassllm.sandbox.registry`) and the
+  expression ledger all call the same rule, as JAX's primitives do.
 - `ShapeError`: a ValueError that names the one input whose shape breaks an op's contract,
   so the sandbox can say which input to fix (H4).
 
@@ -36,11 +37,13 @@ from numpy.lib.array_utils import normalize_axis_tuple
 
 from glassllm.errors import InputError, ShapeError
 
-__all__ = ["Rule", "ShapeError", "broadcast_rule", "cross_entropy_rule", "embedding_weight_rule",
-           "index_shape", "matmul_cost", "matmul_promoted", "matmul_rule", "matmul_shape",
-           "positive_count", "probe", "reduce_shape", "repeat_kv_rule", "rope_rule", "summed_axes",
-           "zero_d_axis"]
+__all__ = ["Rule", "Shape", "ShapeError", "attention_shape", "broadcast_rule", "check_heads",
+           "cross_entropy_rule", "embedding_weight_rule", "index_shape", "linear_shape",
+           "matmul_cost", "matmul_promoted", "matmul_rule", "matmul_shape", "positive_count",
+           "probe", "reduce_shape", "repeat_kv_rule", "rms_norm_shape", "rope_rule",
+           "summed_axes", "swiglu_shape", "transformer_block_shape", "zero_d_axis"]
 
+Shape = tuple[int, ...]
 _ZERO_BYTES = np.dtype([])
 MAX_DIMS = 64                                    # NumPy's limit on an array's dimensions
 
@@ -368,3 +371,141 @@ def repeat_kv_rule(x: tuple[int, ...], repeats: Any) -> Rule:
     if len(x) != 4:
         raise ShapeError("x", f"repeat_kv: x must have shape (B, Hkv, n, dk), got {tuple(x)}")
     return Rule((x[0], x[1] * repeats, x[2], x[3]), {"x": ()})
+
+# --------------------------------------------------------------------------------------
+# The layers' contracts (glassllm.layers): each functional form calls its rule first
+# --------------------------------------------------------------------------------------
+
+def check_heads(d: int, n_heads: int, n_kv_heads: int) -> None:
+    """Raise InputError for a head count below 1, ShapeError (a ValueError) unless H
+    divides d and Hkv divides H; the message
+    names both numbers, ``input`` the head count to change."""
+    positive_count("n_heads", n_heads, "attention")       # a count below 1: InputError
+    positive_count("n_kv_heads", n_kv_heads, "attention")
+    if d % n_heads:
+        raise ShapeError("n_heads", f"d_model {d} is not divisible by n_heads {n_heads}")
+    if n_heads % n_kv_heads:
+        raise ShapeError("n_kv_heads",
+                         f"n_heads {n_heads} is not divisible by n_kv_heads {n_kv_heads}")
+
+
+def _expect(name: str, shape: Shape, letters: str, expected: Shape, why: str = "") -> None:
+    """Refuse `name` unless its shape is exactly `expected` (written `letters`)."""
+    if tuple(shape) != tuple(expected):
+        raise ShapeError(name, f"{name} must have shape {letters} = {tuple(expected)}{why};"
+                               f" got {tuple(shape)}")
+
+
+def _last_axis(name: str, shape: Shape, letters: str) -> int:
+    """The width d of an activation (..., d); a 0-d one has none."""
+    if not shape:
+        raise ShapeError(name, f"{name} must have shape {letters} (at least one axis); got ()")
+    return shape[-1]
+
+
+def rms_norm_shape(x: Shape, weight: Shape, name: str = "weight") -> Shape:
+    """``rms_norm``'s contract from shapes: x (..., d), weight (d,) → out (..., d).
+
+    `name` is what the caller calls the gain (``attn_norm`` in a block). A gain NumPy
+    would broadcast, such as (n, d) or (20000, 1, 1, d), is refused: it would change the
+    output's shape. Raises `ShapeError` naming the input and both shapes.
+    """
+    d = _last_axis("x", x, "(..., d)")
+    _expect(name, weight, "(d,)", (d,), f" for x of shape {tuple(x)}")
+    return tuple(x)
+
+
+def linear_shape(x: Shape, weight: Shape, name: str = "weight") -> Shape:
+    """``linear``'s contract from shapes: x (..., d_in), weight (d_in, d_out) → (..., d_out).
+
+    The weight must be 2-D: a batched one (np.matmul would broadcast it) or a 1-D one
+    (np.matmul would drop an axis) is not a linear layer. Raises `ShapeError`.
+    """
+    d_in = _last_axis("x", x, "(..., d_in)")
+    if len(weight) != 2:
+        raise ShapeError(name, f"{name} must be 2-D, shape (d_in, d_out) with d_in = {d_in}"
+                               f" for x of shape {tuple(x)}; got {tuple(weight)}")
+    _expect(name, weight, "(d_in, d_out)", (d_in, weight[1]), f" for x of shape {tuple(x)}")
+    return (*x[:-1], weight[1])
+
+
+def attention_shape(
+    x: Shape,
+    wq: Shape,
+    wk: Shape,
+    wv: Shape,
+    wo: Shape,
+    n_heads: int,
+    n_kv_heads: int,
+    cos: Shape,
+    sin: Shape,
+) -> Shape:
+    """``attention``'s contract from shapes (and the two head counts) → out (B, n, d).
+
+    Checked in this order, before any product: x is (B, n, d); H > 0 and Hkv > 0; H
+    divides d and Hkv divides H; dk = d/H is even (RoPE pairs); wq (d, H·dk); wk, wv
+    (d, Hkv·dk); wo (H·dk, d); cos, sin (n, dk/2). Raises `ShapeError` naming the input.
+    """
+    if len(x) != 3:
+        raise ShapeError("x", f"x must have shape (B, n, d); got {tuple(x)}")
+    B, n, d = x
+    check_heads(d, n_heads, n_kv_heads)
+    dk = d // n_heads
+    if dk % 2:
+        raise ShapeError("n_heads", f"head dimension d/H = {d}/{n_heads} = {dk} must be even"
+                                    " for RoPE pairs")
+    why = f" for x of shape {tuple(x)}, H={n_heads}, Hkv={n_kv_heads}"
+    _expect("wq", wq, "(d, H·dk)", (d, n_heads * dk), why)
+    _expect("wk", wk, "(d, Hkv·dk)", (d, n_kv_heads * dk), why)
+    _expect("wv", wv, "(d, Hkv·dk)", (d, n_kv_heads * dk), why)
+    _expect("wo", wo, "(H·dk, d)", (n_heads * dk, d), why)
+    table = (n, dk // 2)
+    clash = [name for name, s in (("cos", cos), ("sin", sin)) if tuple(s) != table]
+    if clash:
+        raise ShapeError(", ".join(clash), f"cos and sin must be (n, dk/2) = {table}, "
+                                           f"got {tuple(cos)} and {tuple(sin)}")
+    return (B, n, d)
+
+
+def swiglu_shape(x: Shape, w1: Shape, w2: Shape, w3: Shape) -> Shape:
+    """``swiglu``'s contract from shapes: x (..., d), w1, w3 (d, F), w2 (F, d) → (..., d).
+
+    Raises `ShapeError` naming the weight and both shapes.
+    """
+    d = _last_axis("x", x, "(..., d)")
+    if len(w1) != 2:
+        raise ShapeError("w1", f"w1 must be 2-D, shape (d, F) with d = {d} for x of shape"
+                               f" {tuple(x)}; got {tuple(w1)}")
+    F = w1[1]
+    why = f" for x of shape {tuple(x)} and w1 of shape {tuple(w1)}"
+    _expect("w1", w1, "(d, F)", (d, F), f" for x of shape {tuple(x)}")
+    _expect("w3", w3, "(d, F)", (d, F), why)
+    _expect("w2", w2, "(F, d)", (F, d), why)
+    return tuple(x)
+
+
+def transformer_block_shape(
+    x: Shape,
+    attn_norm: Shape,
+    wq: Shape,
+    wk: Shape,
+    wv: Shape,
+    wo: Shape,
+    ffn_norm: Shape,
+    w1: Shape,
+    w2: Shape,
+    w3: Shape,
+    n_heads: int,
+    n_kv_heads: int,
+    cos: Shape,
+    sin: Shape,
+) -> Shape:
+    """``transformer_block``'s contract from shapes → out (B, n, d), checked in the order
+    the block computes: attn_norm (d,), attention's weights, ffn_norm (d,), the SwiGLU
+    weights. Raises `ShapeError` naming the input (``attn_norm``, not ``weight``)."""
+    if len(x) != 3:
+        raise ShapeError("x", f"x must have shape (B, n, d); got {tuple(x)}")
+    rms_norm_shape(x, attn_norm, "attn_norm")
+    attention_shape(x, wq, wk, wv, wo, n_heads, n_kv_heads, cos, sin)
+    rms_norm_shape(x, ffn_norm, "ffn_norm")
+    return swiglu_shape(x, w1, w2, w3)

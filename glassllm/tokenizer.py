@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from glassllm.checks import id_array
+from glassllm.errors import id_array
 
 __all__ = ["ByteTokenizer"]
 

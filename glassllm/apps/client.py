@@ -56,6 +56,26 @@ except ImportError:                                     # pragma: no cover - tes
     raise ImportError("glassllm.apps.client needs httpx; install the client extra:"
                       " pip install 'glassllm[client]'") from None
 
+from glassllm.apps.client_errors import (
+    BY_STATUS,
+    BadAnswerError,
+    BadRequestError,
+    BusyError,
+    ClientError,
+    InvalidInputError,
+    InvalidURLError,
+    NoAnswerError,
+    NotFoundError,
+    SandboxError,
+    ServerError,
+    TimedOutError,
+    TooLargeError,
+    UnreachableError,
+    UnsupportedMediaTypeError,
+    asked,
+    error_from,
+    no_answer,
+)
 from glassllm.sandbox.wire import BASE64_DTYPES, coerce, encode_array, encode_base64, is_base64
 
 try:                    # faster JSON when present (the service extra has it); never required
@@ -73,7 +93,7 @@ except ImportError:     # pragma: no cover - the client extra alone
     def _loads(data: bytes) -> Any:
         return json.loads(data)
 
-__all__ = [  # constants, classes, functions (ruff RUF022); each name defined here (a test)
+__all__ = [  # constants, classes, functions (ruff RUF022): defined here or in client_errors
     "BASE64_MIN_ELEMENTS",
     "DEFAULT_URL",
     "AsyncSandbox",
@@ -102,126 +122,6 @@ DEFAULT_URL = "http://127.0.0.1:8000"
 BASE64_MIN_ELEMENTS = 64
 """Arrays with at least this many elements travel as base64: below it the JSON text is as
 short and needs no decoding step on either side."""
-
-
-# --------------------------------------------------------------------------------------
-# errors: one class per status, each in its family
-# --------------------------------------------------------------------------------------
-
-class SandboxError(Exception):
-    """Any failure of a sandbox call; most often an error answer of the sandbox (H4):
-    ``{"error": {status, code, message, op, input}}``.
-
-    Attributes: ``status`` (HTTP status; None when no answer came), ``code`` (e.g.
-    ``"invalid_input"``, ``"unreachable"``), ``input`` (the input or field it names, or
-    None), ``op`` (the op, or None), ``message``, ``body`` (the whole error object, with
-    extra keys such as ``position``) and ``url`` (what was asked: ``"POST http://…"``).
-    str() is ``"<status> <code>: <message> (<url>)"``.
-    """
-
-    def __init__(self, status: int | None, code: str, message: str, *,
-                 input: str | None = None, op: str | None = None, body: dict | None = None,
-                 url: str | None = None):
-        head = f"{code}: {message}" if status is None else f"{status} {code}: {message}"
-        super().__init__(head if url is None else f"{head} ({url})")
-        self.status, self.code, self.message = status, code, message
-        self.input, self.op, self.body, self.url = input, op, body or {}, url
-
-
-class ClientError(SandboxError):
-    """A 4xx answer: the request was refused; sending it again will not help."""
-
-
-class ServerError(SandboxError):
-    """A 5xx answer."""
-
-
-class BadRequestError(ClientError):
-    """400: NumPy refused the shapes (``shape_error``, ``numpy_error``)."""
-
-
-class NotFoundError(ClientError):
-    """404: no such op or route (``unknown_op`` carries ``close`` matches in ``body``)."""
-
-
-class TooLargeError(ClientError):
-    """413: a size limit (H5) would be passed; ``input`` names what is too large."""
-
-
-class UnsupportedMediaTypeError(ClientError):
-    """415: the body was not sent as JSON."""
-
-
-class InvalidInputError(ClientError):
-    """422: an input does not fit its kind, or the request is malformed."""
-
-
-class BusyError(ServerError):
-    """503: every compute slot was busy, still after the client's retries."""
-
-
-class BadAnswerError(SandboxError):
-    """An answer that is not the sandbox's: not JSON (a proxy's HTML page with 200), or
-    JSON without what the endpoint answers. ``status`` is the answer's."""
-
-
-class NoAnswerError(SandboxError):
-    """No HTTP answer came (``status`` None): the connection failed or broke."""
-
-
-class UnreachableError(NoAnswerError):
-    """Nothing answers at the URL (connection refused, unknown host, no route); the
-    message says how to start a sandbox."""
-
-
-class TimedOutError(NoAnswerError):
-    """No answer within the client's ``timeout`` seconds (connecting, sending or reading)."""
-
-
-class InvalidURLError(SandboxError, ValueError):
-    """The URL given is not an ``http://`` or ``https://`` URL with a host (raised by the
-    constructor, before anything is sent; also a ValueError)."""
-
-
-_BY_STATUS: dict[int, type[SandboxError]] = {
-    400: BadRequestError, 404: NotFoundError, 413: TooLargeError,
-    415: UnsupportedMediaTypeError, 422: InvalidInputError, 503: BusyError,
-}
-
-
-def _asked(response: httpx.Response) -> str:
-    """``"POST http://host/api/v1/ops/mul"``: the request an answer answers."""
-    return f"{response.request.method} {response.request.url}"
-
-
-def _error_from(response: httpx.Response) -> SandboxError:
-    """The typed exception of an error answer; a body that is not the sandbox's (a proxy's
-    HTML page) still gives the status and the start of the text."""
-    status = response.status_code
-    try:
-        err = response.json()["error"]
-        code, message = str(err.get("code", "http_error")), str(err.get("message", ""))
-    except (ValueError, KeyError, TypeError, AttributeError):
-        err, code = {}, "http_error"
-        message = ("the answer is not the sandbox's (a proxy in front of it?): "
-                   + (response.text[:200] or "(empty)"))
-    cls = _BY_STATUS.get(status) or (ClientError if status < 500 else ServerError)
-    return cls(status, code, message, input=err.get("input"), op=err.get("op"), body=err,
-               url=_asked(response))
-
-
-def _no_answer(exc: httpx.HTTPError, asked: str, hint: str) -> NoAnswerError:
-    """The `NoAnswerError` of a transport failure of ``asked`` (``"POST http://…"``)."""
-    if isinstance(exc, httpx.TimeoutException):
-        return TimedOutError(None, "timeout", f"no answer in time ({type(exc).__name__})",
-                             url=asked)
-    if isinstance(exc, httpx.ConnectError):
-        return UnreachableError(None, "unreachable",
-                                f"nothing answers there ({exc or 'connection failed'}); {hint}",
-                                url=asked)
-    return NoAnswerError(None, "no_answer",
-                         f"the connection failed before an answer came ({type(exc).__name__}:"
-                         f" {exc})", url=asked)
 
 
 # --------------------------------------------------------------------------------------
@@ -440,28 +340,28 @@ class _Base:
         return delay
 
     def _no_answer(self, exc: httpx.HTTPError, method: str, path: str) -> NoAnswerError:
-        return _no_answer(exc, f"{method} {self.url}{path}", self._hint)
+        return no_answer(exc, f"{method} {self.url}{path}", self._hint)
 
     @staticmethod
     def _answer(response: httpx.Response, decode: Any) -> Any:
         """The decoded answer; an error answer raised as its `SandboxError`, an answer that
         is not the sandbox's as `BadAnswerError`."""
         if response.status_code >= 400:
-            raise _error_from(response)
+            raise error_from(response)
         try:
             answer = _loads(response.content)
         except ValueError:
             raise BadAnswerError(response.status_code, "bad_answer",
                                  "the answer is not JSON (a proxy in front of the sandbox?): "
                                  + (response.text[:200] or "(empty)"),
-                                 url=_asked(response)) from None
+                                 url=asked(response)) from None
         try:
             return answer if decode is None else decode(answer)
         except (KeyError, TypeError, ValueError, AttributeError, IndexError) as exc:
             raise BadAnswerError(response.status_code, "bad_answer",
                                  f"the answer is not what this endpoint answers"
                                  f" ({type(exc).__name__}: {str(exc)[:120]})",
-                                 url=_asked(response)) from exc
+                                 url=asked(response)) from exc
 
     def _batch_results(self, answer: dict) -> list[Result | SandboxError]:
         out: list[Result | SandboxError] = []
@@ -469,7 +369,7 @@ class _Base:
             if "error" in item:
                 err = item["error"]
                 status = int(err.get("status", 0))
-                cls = _BY_STATUS.get(status) or (ClientError if status < 500 else ServerError)
+                cls = BY_STATUS.get(status) or (ClientError if status < 500 else ServerError)
                 out.append(cls(status, err.get("code", ""), err.get("message", ""),
                                input=err.get("input"), op=err.get("op"), body=err,
                                url=f"POST {self.url}/api/v1/batch, cases[{i}]"))

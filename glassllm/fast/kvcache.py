@@ -25,12 +25,15 @@ Shapes (STYLE.md letters): per layer the cache holds k, v of shape (B, Hkv, t, d
 from __future__ import annotations
 
 from collections.abc import Callable
+from typing import TYPE_CHECKING
 
 import numpy as np
 
 from glassllm import Tensor, no_grad
 from glassllm.grad_mode import is_grad_enabled
-from glassllm.modules import GlassLM
+
+if TYPE_CHECKING:  # a name for the annotations: GlassLM.generate is what imports this module
+    from glassllm.modules import GlassLM
 
 __all__ = ["KVCache", "LayerCache", "next_logits_cached"]
 

@@ -33,7 +33,7 @@ import numpy as np
 
 from glassllm import Tensor
 from glassllm.autograd import cross_entropy, getitem
-from glassllm.checks import check_int, id_array
+from glassllm.errors import check_int, id_array
 from glassllm.layers import ATTENTION_PROBE, GlassConfig
 from glassllm.modules import GlassLM
 from glassllm.optim import SGD, AdamW, clip_grad_norm

@@ -22,7 +22,7 @@ from glassllm.autograd import (
     tsum,
 )
 from glassllm.autograd import max as tmax
-from glassllm.checks import check_int, id_array
+from glassllm.errors import check_int, id_array
 from glassllm.layers import GlassConfig, GlassLM, rope_angles
 from glassllm.optim import AdamW, clip_grad_norm
 from glassllm.tokenizer import ByteTokenizer

@@ -24,7 +24,7 @@ def test_every_op_has_an_example_and_described_inputs():
     for op in R.OPS.values():
         assert op.examples, op.name
         assert op.output in ("tensor", "ndarray")
-        d = op.describe()
+        d = R.describe(op)
         assert d["name"] == op.name and d["inputs"]
         if op.output == "ndarray":
             assert not op.differentiable, "ndarray ops have no gradients (L0.2)"

@@ -129,18 +129,3 @@ class Op:
             out += [{"name": f"grads.{n}", "role": "grad", "of": n, "kind": "tensor"}
                     for n in self.differentiable]
         return out
-
-    def describe(self) -> dict:
-        # every example carries its answer (issue 12), computed through the request path
-        from glassllm.sandbox.registry.requests import (
-            example_answer,  # requests imports this module
-        )
-        # "role": how to read the output; "probability" (in [0, 1]) gets a [0, 1] colour scale (P3)
-        role = "probability" if self.name in PROBABILITY_OUTPUTS else "value"
-        return {"name": self.name, "summary": self.summary, "clause": self.clause,
-                "module": self.module, "output": self.output, "role": role,
-                "outputs": self.outputs(), "vjp": dict(self.vjp), "symbol": self.symbol,
-                "sum_invariant": self.sum_invariant,
-                "inputs": [i.describe() for i in self.inputs],
-                "examples": [{**e.describe(), "expected": example_answer(self, i)}
-                             for i, e in enumerate(self.examples)]}

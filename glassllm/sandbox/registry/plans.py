@@ -5,7 +5,7 @@ multiply-adds of forward + backward, and the axes each input's gradient is summe
 before any compute, so a broadcast, `repeat_kv`, index or layer that would explode is
 refused up front.
 
-Each plan calls its op's own shape rule (`glassllm.shapes`, `glassllm.layers.*_shape`),
+Each plan calls its op's own shape rule (`glassllm.shapes`: the layers' too, ``*_shape``),
 the rule the op itself calls: a shape is checked in one place. A plan costs time
 proportional to its inputs, never to its result (`glassllm.shapes` says how).
 """
@@ -18,19 +18,23 @@ from collections.abc import Callable, Mapping
 import numpy as np
 from numpy.lib.array_utils import normalize_axis_index
 
-from glassllm import layers
 from glassllm.sandbox.registry.entry import Plan
 from glassllm.shapes import (
+    attention_shape,
     broadcast_rule,
     cross_entropy_rule,
     embedding_weight_rule,
     index_shape,
+    linear_shape,
     matmul_cost,
     matmul_rule,
     probe,
     reduce_shape,
     repeat_kv_rule,
+    rms_norm_shape,
     rope_rule,
+    swiglu_shape,
+    transformer_block_shape,
     zero_d_axis,
 )
 
@@ -139,26 +143,26 @@ def _repeat_kv(args: dict) -> Plan:
 
 
 # --------------------------------------------------------------------------------------
-# L7 layers: each plan first calls the layer's own shape contract (`layers.*_shape`): a
+# L7 layers: each plan first calls the layer's own shape contract (`*_shape`): a
 # weight NumPy would broadcast, or a head count that does not divide d, is a ShapeError
 # naming that input before any work, and the planned shape is the one the layer returns.
 # --------------------------------------------------------------------------------------
 
 def _rms_norm(args: dict) -> Plan:
     x, weight = _shape(args, "x"), _shape(args, "weight")
-    out = layers.rms_norm_shape(x, weight)
+    out = rms_norm_shape(x, weight)
     return Plan(out, ("x",), summed=broadcast_rule({"x": x, "weight": weight},
                                                   ("x", "weight")).summed)
 
 
 def _linear(args: dict) -> Plan:
-    layers.linear_shape(_shape(args, "x"), _shape(args, "weight"))
+    linear_shape(_shape(args, "x"), _shape(args, "weight"))
     return _matmul_plan("x", "weight")(args)                              # (…, d_out)
 
 
 def _swiglu(args: dict) -> Plan:
     x, w1, w2, w3 = (_shape(args, name) for name in ("x", "w1", "w2", "w3"))
-    layers.swiglu_shape(x, w1, w2, w3)
+    swiglu_shape(x, w1, w2, w3)
     hidden, s1, m1 = _product(x, w1, "x, w1")                             # gate: (…, F)
     _, s3, m3 = _product(x, w3, "x, w3")                                   # up: (…, F)
     out, s2, m2 = _product(hidden, w2, "x, w1, w2, w3")                   # (…, d)
@@ -171,7 +175,7 @@ def _attention_sizes(args: dict) -> tuple[tuple[int, ...], list, int]:
     backward): the q / k / v projections, the (B, H, n, dk) heads with K and V repeated
     to H heads, the (B, H, n, n) scores (masked, softmax'd), the output projection."""
     h, hkv = args["n_heads"], args["n_kv_heads"]
-    x = layers.attention_shape(*(_shape(args, name) for name in ("x", "wq", "wk", "wv", "wo")),
+    x = attention_shape(*(_shape(args, name) for name in ("x", "wq", "wk", "wv", "wo")),
                                h, hkv, _shape(args, "cos"), _shape(args, "sin"))
     b, n, d = x
     dk = d // h
@@ -192,7 +196,7 @@ def _attention(args: dict) -> Plan:
 
 
 def _block(args: dict) -> Plan:
-    layers.transformer_block_shape(
+    transformer_block_shape(
         *(_shape(args, name) for name in ("x", "attn_norm", "wq", "wk", "wv", "wo", "ffn_norm",
                                           "w1", "w2", "w3")),
         args["n_heads"], args["n_kv_heads"], _shape(args, "cos"), _shape(args, "sin"))

@@ -30,7 +30,7 @@ from glassllm.errors import (
     op_message,
 )
 from glassllm.sandbox.limits import Limits
-from glassllm.sandbox.registry.entry import NO_GRADIENT_RULE, Op, Plan
+from glassllm.sandbox.registry.entry import NO_GRADIENT_RULE, PROBABILITY_OUTPUTS, Op, Plan
 from glassllm.sandbox.wire import ARRAY_KINDS, coerce, encode_array
 from glassllm.tensor import Tensor, no_grad
 
@@ -269,6 +269,21 @@ def example_answer(op: Op, index: int) -> dict:
             answer["grads"] = {**computed["grads"], **stated.get("grads", {})}
         _ANSWERS[key] = answer
     return _ANSWERS[key]
+
+
+def describe(op: Op) -> dict:
+    """The op as ``GET /api/v1/ops/{name}`` shows it: its inputs, outputs, backward rule and
+    examples, each example with its complete answer (`example_answer`, computed through
+    this request path). ``role`` says how to read the output: ``"probability"`` (every
+    element in [0, 1]) gets a [0, 1] colour scale on the page (P3)."""
+    role = "probability" if op.name in PROBABILITY_OUTPUTS else "value"
+    return {"name": op.name, "summary": op.summary, "clause": op.clause,
+            "module": op.module, "output": op.output, "role": role,
+            "outputs": op.outputs(), "vjp": dict(op.vjp), "symbol": op.symbol,
+            "sum_invariant": op.sum_invariant,
+            "inputs": [i.describe() for i in op.inputs],
+            "examples": [{**e.describe(), "expected": example_answer(op, i)}
+                         for i, e in enumerate(op.examples)]}
 
 
 def _data(out: Any) -> np.ndarray:

@@ -21,7 +21,7 @@ from glassllm_service.http_errors import ApiError
 from glassllm_service.requests.op import answer, prepare_body
 
 router = APIRouter(prefix="/api/v1/ops", tags=["ops"])
-_OPS_JSON = orjson.dumps({"ops": [op.describe() for op in registry.OPS.values()],
+_OPS_JSON = orjson.dumps({"ops": [registry.describe(op) for op in registry.OPS.values()],
                           "kinds": registry.DTYPES})
 
 
@@ -44,7 +44,7 @@ def list_ops() -> Response:
                 404, why={404: "no op of that name (`unknown_op`); the message names close ones"}),
             summary="One op: its inputs, output kind and runnable examples")
 def get_op(name: str) -> Response:
-    return Response(orjson.dumps(find(name).describe()), media_type="application/json")
+    return Response(orjson.dumps(registry.describe(find(name))), media_type="application/json")
 
 
 async def run_op(op: Op, request: Request) -> Response:
