@@ -1,4 +1,5 @@
-"""A 405 names every method of its path in ``Allow`` (RFC 9110 §15.5.6, issue 9).
+"""Which methods each path answers: HEAD wherever GET (`allow_head`), and every method of
+the path in a 405's ``Allow`` (`AllowEveryMethod`, RFC 9110 §15.5.6).
 
 Starlette's router stops at the first route whose path matches and answers with that
 route's methods only: ``PUT /api/v1/ops/add`` said ``Allow: GET`` (the ``GET
@@ -10,9 +11,30 @@ from __future__ import annotations
 
 from typing import Any
 
+from fastapi import APIRouter
+from fastapi.routing import APIRoute
 from starlette.routing import Mount
 
 STATIC_METHODS = {"GET", "HEAD"}              # StaticFiles answers these only
+
+
+def allow_head(router: APIRouter) -> APIRouter:
+    """Answer HEAD wherever the router answers GET (RFC 9110 §9.3.2): load balancers, link
+    checkers and `curl -I` probe with HEAD, and a 405 for ``HEAD /`` reads as "no page".
+
+    FastAPI routes answer only the methods they name (a Starlette mount such as /static
+    already answers HEAD). Each GET route without a HEAD gets a twin out of the schema, so
+    OpenAPI keeps one operation (and one operationId) per path; the server sends the
+    headers and drops the body. Idempotent: a route that has its twin is left alone.
+    """
+    routes = [r for r in router.routes if isinstance(r, APIRoute)]
+    has_head = {r.path for r in routes if "HEAD" in r.methods}
+    for r in routes:
+        if "GET" in r.methods and r.path not in has_head:
+            router.add_api_route(r.path.removeprefix(router.prefix), r.endpoint,
+                                 methods=["HEAD"], include_in_schema=False,
+                                 response_class=r.response_class, name=f"{r.name}_head")
+    return router
 
 
 def flat_routes(routes: list, prefix: str = "") -> list[tuple[Any, str]]:

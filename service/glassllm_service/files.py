@@ -137,3 +137,27 @@ def remove_private_dirs() -> None:
     """Remove every directory `private_dir` made in this process."""
     while _made:
         shutil.rmtree(_made.pop(), ignore_errors=True)
+
+
+# The page (static/) and the contract (docs/) live at the repository's root; the wheel
+# carries them inside this package (pyproject.toml), so an installed sandbox finds them
+# here and a checkout finds them two folders up.
+HERE = Path(__file__).resolve().parent
+CHECKOUT = HERE.parent.parent
+
+
+def static_dir(configured: Path | None) -> Path:
+    """The page: configured (GLASSLLM_STATIC_DIR), else shipped in the wheel, else the
+    checkout's static/."""
+    for candidate in (configured, HERE / "static", CHECKOUT / "static"):
+        if candidate is not None and (candidate / "index.html").is_file():
+            return candidate
+    raise RuntimeError("static/index.html not found; set GLASSLLM_STATIC_DIR")
+
+
+def docs_dir() -> Path:
+    """The contract: shipped in the wheel, else the checkout's docs/."""
+    for candidate in (HERE / "docs", CHECKOUT / "docs"):
+        if (candidate / "index.md").is_file():
+            return candidate
+    raise RuntimeError("docs/index.md not found")

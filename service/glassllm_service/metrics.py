@@ -23,9 +23,6 @@ from __future__ import annotations
 import os
 from typing import Any
 
-from starlette.requests import Request
-from starlette.responses import Response
-
 _m: dict[str, Any] = {}          # the metric objects, made once per process by enable()
 _children: dict[tuple[str, ...], Any] = {}  # (metric, *labels) -> its labelled child
 BUCKETS = (.001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10)
@@ -111,25 +108,3 @@ def exposition() -> tuple[bytes, str]:
     else:
         registry = REGISTRY
     return generate_latest(registry), CONTENT_TYPE_LATEST
-
-
-def install(app: Any) -> None:
-    """``GET /metrics`` (HEAD too), in the OpenAPI document as ``text/plain`` (issue 16: a
-    generated client has every endpoint)."""
-    from fastapi import APIRouter
-    from starlette.responses import PlainTextResponse
-
-    from glassllm_service.routes import allow_head
-    enable()
-
-    async def metrics(request: Request) -> Response:
-        body, ctype = exposition()
-        return Response(body, media_type=ctype.split(";")[0],
-                        headers={"Content-Type": ctype})
-
-    router = APIRouter(tags=["health"])
-    router.add_api_route(
-        "/metrics", metrics, methods=["GET"], response_class=PlainTextResponse,
-        summary="Prometheus metrics, in the text exposition format (off: GLASSLLM_METRICS=0)",
-        responses={200: {"content": {"text/plain": {"schema": {"type": "string"}}}}})
-    app.include_router(allow_head(router))

@@ -1,7 +1,12 @@
-"""/openapi.json in the form client generators read (issue 16, docs/openapi-clients.md).
+"""/openapi.json: FastAPI's document of the routes, one POST per op generated from the
+registry (H1), in the form client generators read (docs/openapi-clients.md).
 
-FastAPI writes the document; `for_generators` then rewrites three things that the two most
-used generators (openapi-python-client, openapi-typescript) cannot read, while the document
+`install` makes ``app.openapi`` build the document once: FastAPI writes the routes'
+operations; `op_paths` adds ``POST /api/v1/ops/<op>`` for every op of the registry, each
+with its own request schema and example (one route runs them all:
+`glassllm_service.routes.ops`); `describe_errors` lists exactly the statuses each
+operation answers. `for_generators` then rewrites three things that the two most used
+generators (openapi-python-client, openapi-typescript) cannot read, while the document
 stays exact about what the API accepts:
 
 - **enums with one spelling per value.** ``NonFinite`` lists the canonical spellings
@@ -24,7 +29,19 @@ import copy
 import re
 from typing import Any
 
+from fastapi import FastAPI
+from fastapi.openapi.utils import get_openapi
+
+from glassllm.sandbox import registry
 from glassllm.sandbox.wire import NONFINITE_IN
+from glassllm_service.schemas import (
+    COMPONENTS,
+    HEADERS,
+    WHY,
+    OpResult,
+    op_error_statuses,
+    request_schema,
+)
 
 MAX_LIST_DIMS = 6               # named nested-list depths; deeper lists: the *Deep schema
 CANONICAL_NONFINITE = ["NaN", "Infinity", "-Infinity"]
@@ -160,7 +177,6 @@ def describe_errors(doc: dict, token: bool) -> None:
     its schemas. With a token (`token`: GLASSLLM_API_TOKEN set), every ``POST /api/v1/...``
     also answers 401 (no or another token) and 400 (a malformed Authorization header),
     and says it takes a Bearer token (a security scheme)."""
-    from glassllm_service.schemas import HEADERS
     schemas = doc.setdefault("components", {}).setdefault("schemas", {})
     for item in doc["paths"].values():
         for operation in item.values():
@@ -206,3 +222,56 @@ def for_generators(doc: dict) -> dict:
     named_bodies(doc)
     shared_enums(schemas)
     return doc
+
+
+def operation_id(route: Any) -> str:
+    """An operation's id is its route function's name: the generated clients' method names
+    (``client.list_ops()``, ``client.eval_expression(...)``)."""
+    return route.name
+
+
+def op_paths() -> dict[str, dict]:
+    """``POST /api/v1/ops/<op>`` for every op of the registry: its summary, request schema
+    (`glassllm_service.schemas.request_schema`), first example and the error statuses it
+    can answer. The app routes them all through one route (``/api/v1/ops/{name}``)."""
+    paths = {}
+    for op in registry.OPS.values():
+        errors = {str(status): {"description": WHY[status], "content": {
+            "application/json": {"schema": ref("ErrorBody")}}} for status in op_error_statuses(op)}
+        for status, headers in HEADERS.items():
+            if str(status) in errors:
+                errors[str(status)]["headers"] = headers
+        paths[f"/api/v1/ops/{op.name}"] = {"post": {
+            "tags": ["ops"], "summary": op.summary, "operationId": f"run_{op.name}",
+            "description": f"Runs `{op.module}.{op.name}` forward and backward (SPEC"
+                           f" {op.clause}, H2).",
+            "requestBody": {"required": True, "content": {"application/json": {
+                "schema": request_schema(op),
+                "example": op.examples[0].request() if op.examples else {"inputs": {}}}}},
+            "responses": {"200": {"description": "Successful Response", "content": {
+                "application/json": {"schema": ref("OpResult")}}}, **errors}}}
+    return paths
+
+
+def document(app: FastAPI, token: bool) -> dict:
+    """The whole document: the app's routes, one POST per op, every error status."""
+    doc = get_openapi(title=app.title, version=app.version, description=app.description,
+                      routes=app.routes)
+    doc["paths"].update(op_paths())
+    components = doc.setdefault("components", {}).setdefault("schemas", {})
+    components.update(COMPONENTS)
+    components["OpResult"] = OpResult.model_json_schema(mode="serialization",
+                                                        ref_template=REF + "{model}")
+    doc["info"]["x-ops"] = len(registry.OPS)
+    describe_errors(doc, token=token)
+    return for_generators(doc)
+
+
+def install(app: FastAPI, token: bool) -> None:
+    """``app.openapi``: the document, built on the first ask and kept."""
+    def openapi() -> dict:
+        if app.openapi_schema is None:
+            app.openapi_schema = document(app, token)
+        return app.openapi_schema
+
+    app.openapi = openapi

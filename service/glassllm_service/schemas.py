@@ -265,3 +265,42 @@ class CheckResult(BaseModel):
     atol: float
     reveal: bool
     warnings: list[str]
+
+
+class EvalResult(Computed):
+    """The answer of ``POST /api/v1/eval`` (H2, H3)."""
+
+    grads: dict[str, Any] = Field(description="one array per variable that requires grad")
+    output: int = Field(description="the id of the output node")
+    nodes: list[dict[str, Any]] = Field(
+        description="in evaluation order: id, op, span [start, end), text, inputs (node ids),"
+                    " shape, requires_grad, value, grad (the adjoint ∂out/∂node), ledger"
+                    " ([{input, summed_axes}]: axes summed to undo broadcasting); variables"
+                    " also have name and kind; with expand, a composite op's node has"
+                    " expansion: {expression, value, grads, nodes, ...}")
+    first_nonfinite: dict[str, Any] | None = Field(
+        description="{node, pass: forward | backward, count} of the first non-finite node")
+    check: dict[str, Any] | None = Field(
+        description="with check: per variable analytic, numeric, max_abs_err, max_rel_err,"
+                    " passed")
+
+
+class ExampleList(BaseModel):
+    examples: list[dict[str, Any]]
+
+
+class LessonList(BaseModel):
+    lessons: list[dict[str, Any]]
+
+
+class AttentionResult(BaseModel):
+    """``POST /api/v1/model/attention``: per layer and head, P and ∂loss/∂P (L, H, n, n)."""
+
+    tokens: list[str] = Field(description="the prompt's n bytes as labels (\\xNN when not"
+                                          " printable ASCII)")
+    ids: list[int] = Field(description="the prompt's n byte ids")
+    loss: float | None = Field(description="mean next-token cross-entropy of the prompt;"
+                                           " null when not finite")
+    shape: list[int] = Field(description="[L, H, n, n]")
+    probs: list[list[list[list[float]]]] = Field(description="attention probabilities")
+    grads: list[list[list[list[float]]]] = Field(description="∂loss/∂probs")

@@ -1,4 +1,5 @@
-"""Limits and options (SPEC H5), each settable by an environment variable GLASSLLM_<NAME>.
+"""Every setting of the sandbox (SPEC H5), each set by an environment variable GLASSLLM_<NAME>:
+one class, `Settings`; docs/settings.md lists them all (its table is read from this file).
 
 Every limit is bounded: a value outside its range (``GLASSLLM_MAX_CONCURRENCY=0`` would
 refuse every request with 503 while /readyz said ready) stops the sandbox at startup with
@@ -126,6 +127,21 @@ class Settings(StrictSettings):
     subdomains); another Host header is refused with 400 untrusted_host. ``*``: any."""
     static_dir: Path | None = None
     """Where the page lives; default: the copy shipped in the wheel, else the repo's static/."""
+
+    # -- the Train view: /api/v1/train and /api/v1/model/attention (docs/training.md) --
+    max_training_runs: Annotated[int, Field(ge=0, le=64)] = 2
+    """Training runs at once in one worker process; one more is refused with 429 (0: the
+    sandbox trains nothing)."""
+    max_train_steps: Annotated[int, Field(ge=1, le=1_000_000)] = 2000
+    """Steps of one run (422 above)."""
+    max_parameters: Annotated[int, Field(ge=1, le=100_000_000)] = 500_000
+    """Weights of a model to train or to run attention on, from its size (413 above)."""
+    max_corpus_bytes: Annotated[int, Field(ge=1, le=100_000_000)] = 200_000
+    """UTF-8 bytes of a pasted corpus (413 above); the shipped corpus is always allowed."""
+    max_train_seconds: Annotated[float, Field(gt=0, le=86_400)] = 300.0
+    """Wall time of one run; past it the run stops with an ``error`` event naming it."""
+    max_train_batch: Annotated[int, Field(ge=1, le=4096)] = 64
+    """Windows per step (422 above)."""
 
     @field_validator("trusted_hosts")
     @classmethod

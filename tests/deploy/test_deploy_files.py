@@ -16,7 +16,6 @@ from kubernetes_validate.utils import ValidationError, all_versions, validate
 from sandbox_server import ROOT
 
 from glassllm_service.settings import ENV_PREFIX, Settings
-from glassllm_service.train_settings import TrainSettings
 
 K8S = ROOT / "deploy" / "kubernetes"
 
@@ -34,7 +33,7 @@ find_mirror = _load(ROOT / "docker" / "apt_mirror.py").find_mirror
 # newest: a course's cluster is somewhere between.
 VERSIONS = sorted({all_versions()[0], all_versions()[-1]})
 SETTINGS = {f"{ENV_PREFIX}{name.upper()}"
-            for name in [*Settings.model_fields, *TrainSettings.model_fields]} - {
+            for name in Settings.model_fields} - {
     f"{ENV_PREFIX}STATIC_DIR",                       # the page ships in the image
     f"{ENV_PREFIX}WORKERS"}                          # set by --workers for the workers it starts
 SECRETS = {f"{ENV_PREFIX}API_TOKEN"}                 # a Secret's business, never a ConfigMap's
@@ -92,8 +91,7 @@ def test_the_configmap_sets_exactly_the_sandbox_settings_and_they_are_valid():
     data = documents()["ConfigMap"]["data"]
     assert set(data) == SETTINGS - SECRETS
     values = {k.removeprefix(ENV_PREFIX).lower(): v for k, v in data.items()}
-    Settings(**{k: v for k, v in values.items() if k in Settings.model_fields})
-    TrainSettings(**{k: v for k, v in values.items() if k in TrainSettings.model_fields})
+    Settings(**values)
 
 
 def test_resources_match_the_limits():

@@ -239,20 +239,20 @@ def test_an_op_request_is_planned_before_it_waits():
 
     from glassllm.sandbox import registry
     from glassllm_service.admission import weight
-    from glassllm_service.requests.op import answer, prepare_body
+    from glassllm_service.requests.op_call import prepare
     from glassllm_service.settings import Settings
     s, matmul = Settings(), registry.get("matmul")
-    small = prepare_body(registry.get("softmax"), {"inputs": {"a": [[0.0] * 8] * 4}}, False, s)
+    small = prepare(registry.get("softmax"), {"inputs": {"a": [[0.0] * 8] * 4}}, False, s)
     assert small.cost == (32, 0)                           # (4, 8) out, no matmul
     m = [[1.0] * 256] * 256
-    big = prepare_body(matmul, {"inputs": {"a": m, "b": m}}, False, s)
+    big = prepare(matmul, {"inputs": {"a": m, "b": m}}, False, s)
     plan = matmul.plan({"a": np.ones((256, 256)), "b": np.ones((256, 256))})
     assert plan.madds == 3 * 256**3                        # forward + 2 backward matmuls
     assert big.cost == (256 * 256 + sum(n for _, n in plan.sizes), 3 * 256**3)
     assert weight(big.cost) > s.large_cost > weight(small.cost)
     adm = admission()
     assert adm.lane_of(small.cost) == SMALL and adm.lane_of(big.cost) == LARGE
-    assert orjson.loads(answer(big, "json"))["value"][0][0] == 256.0
+    assert orjson.loads(big.answer())["value"][0][0] == 256.0
 
 
 def test_an_expression_is_planned_before_it_waits():

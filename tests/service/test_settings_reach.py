@@ -208,11 +208,11 @@ def test_the_seed_changes_the_batches():
 ENV = {"MAX_BODY_BYTES": 4096, "MAX_JSON_DEPTH": 7, "MAX_ARRAY_ELEMENTS": 11,
        "MAX_RESULT_ELEMENTS": 13, "MAX_MATMUL_MADDS": 17, "MAX_CONCURRENCY": 3,
        "RETRY_AFTER_SECONDS": 9, "MAX_EXPRESSION_LENGTH": 19, "MAX_CHECK_ELEMENTS": 5,
-       # issue 9: admission, workers, observability, CORS, the token
+       # admission, workers, observability, CORS, the token
        "WORKERS": 2, "MAX_QUEUE": 23, "QUEUE_TIMEOUT_S": 2.5, "LARGE_COST": 29,
        "BLAS_THREADS": 2, "LOG_FORMAT": "json", "CORS_ORIGINS": "https://a.example",
        "API_TOKEN": "t0k",
-       # issue 12: cases of a batch
+       # cases of a batch
        "MAX_BATCH": 31,
        # what one request returns and holds
        "MAX_ANSWER_ELEMENTS": 37,
@@ -220,7 +220,10 @@ ENV = {"MAX_BODY_BYTES": 4096, "MAX_JSON_DEPTH": 7, "MAX_ARRAY_ELEMENTS": 11,
        "HEADER_TIMEOUT_S": 1.5, "BODY_TIMEOUT_S": 2.5, "SEND_TIMEOUT_S": 3.5,
        "KEEPALIVE_TIMEOUT_S": 4.5, "MAX_CONNECTIONS": 41,
        # the Host names answered (glassllm_service/security.py)
-       "TRUSTED_HOSTS": "sandbox.example,*.course.example"}
+       "TRUSTED_HOSTS": "sandbox.example,*.course.example",
+       # the Train view's endpoints
+       "MAX_TRAINING_RUNS": 3, "MAX_TRAIN_STEPS": 43, "MAX_PARAMETERS": 47,
+       "MAX_CORPUS_BYTES": 53, "MAX_TRAIN_SECONDS": 5.5, "MAX_TRAIN_BATCH": 59}
 FLAGS = ("ACCESS_LOG", "METRICS")            # on by default; "0" in the environment: off
 
 

@@ -12,7 +12,7 @@ from glassllm.sandbox import registry
 from glassllm_service import body as limits
 from glassllm_service.allow import flat_routes
 from glassllm_service.app import create_app
-from glassllm_service.routes import ops as ops_routes
+from glassllm_service.requests.op_call import OpCall
 from glassllm_service.settings import Settings
 
 NEG = {"inputs": {"a": [[1.0, -2.0]]}}
@@ -58,17 +58,17 @@ def test_depth_scan_runs_only_when_the_brackets_could_reach_the_limit(client, mo
 def test_tiny_work_runs_on_the_event_loop_and_larger_work_in_a_worker_thread(client,
                                                                                monkeypatch):
     where = []
-    real = ops_routes.answer
+    real = OpCall.answer
 
-    def spy(prepared, *args):
+    def spy(call):
         try:
             asyncio.get_running_loop()
-            where.append(("loop", prepared.op.name))
+            where.append(("loop", call.prepared.op.name))
         except RuntimeError:
-            where.append(("thread", prepared.op.name))
-        return real(prepared, *args)
+            where.append(("thread", call.prepared.op.name))
+        return real(call)
 
-    monkeypatch.setattr(ops_routes, "answer", spy)
+    monkeypatch.setattr(OpCall, "answer", spy)
     assert client.post("/api/v1/ops/neg", json=NEG).status_code == 200  # cost: a few elements
     big = {"inputs": {"a": [[1.0] * 200] * 200}}  # 40 000 elements > admission.INLINE_COST
     assert client.post("/api/v1/ops/neg", json=big).status_code == 200

@@ -31,6 +31,7 @@ from markdown_it.token import Token
 from starlette.responses import HTMLResponse, RedirectResponse
 
 from glassllm.sandbox import registry
+from glassllm_service.files import docs_dir
 from glassllm_service.settings import ENV_PREFIX
 
 HERE = Path(__file__).resolve().parent.parent
@@ -41,12 +42,6 @@ MD_LINK = re.compile(r"^([a-z0-9-]+)\.md(#.*)?$")
 router = APIRouter(prefix="/docs/contract", include_in_schema=False)
 
 
-def docs_dir() -> Path:
-    """The docs shipped in the wheel (service/docs), else the repository's (docs/)."""
-    for candidate in (HERE / "docs", HERE.parent.parent / "docs"):
-        if (candidate / "index.md").is_file():
-            return candidate
-    raise RuntimeError("docs/index.md not found")
 
 
 @functools.cache

@@ -37,9 +37,8 @@ import glassllm
 import glassllm_service
 from glassllm_service import schemas
 from glassllm_service.codec import dumps
-from glassllm_service.files import FileResponse, private_dir
+from glassllm_service.files import FileResponse, private_dir, static_dir
 from glassllm_service.http_errors import ApiError
-from glassllm_service.routes.pages import static_dir
 
 router = APIRouter(prefix="/dist", tags=["dist"])
 _lock = threading.Lock()

@@ -1,25 +1,37 @@
-"""Liveness and readiness: cheap, no compute."""
+"""Liveness, readiness and the metrics: cheap, no compute."""
 
-from fastapi import APIRouter, Request
-from starlette.responses import Response
+from __future__ import annotations
+
+from fastapi import APIRouter
+from starlette.responses import PlainTextResponse, Response
 
 from glassllm.sandbox import registry
+from glassllm_service import metrics
 from glassllm_service.codec import dumps
+from glassllm_service.deps import AdmissionDep
 from glassllm_service.schemas import Health, Ready
 
 router = APIRouter(tags=["health"])
+metrics_router = APIRouter(tags=["health"])        # included when GLASSLLM_METRICS is on
 _OK = b'{"status":"ok"}'
 
 
-# HEAD as well as GET (load balancers and `curl -I` probe with HEAD): app.py's allow_head.
 @router.get("/healthz", response_model=Health, summary="Liveness")
 async def healthz() -> Response:
     return Response(_OK, media_type="application/json")
 
 
 @router.get("/readyz", response_model=Ready, summary="Readiness: the registry is loaded")
-async def readyz(request: Request) -> Response:
-    slots = request.app.state.admission
-    body = {"status": "ready", "ops": len(registry.OPS), "busy": slots.running,
-            "capacity": slots.capacity, "waiting": slots.waiting}
+async def readyz(admission: AdmissionDep) -> Response:
+    body = {"status": "ready", "ops": len(registry.OPS), "busy": admission.running,
+            "capacity": admission.capacity, "waiting": admission.waiting}
     return Response(dumps(body), media_type="application/json")
+
+
+@metrics_router.get("/metrics", response_class=PlainTextResponse, operation_id="metrics",
+                    responses={200: {"content": {"text/plain": {"schema": {"type": "string"}}}}},
+                    summary="Prometheus metrics, in the text exposition format (off:"
+                            " GLASSLLM_METRICS=0)")
+async def metrics_text() -> Response:
+    body, ctype = metrics.exposition()
+    return Response(body, media_type=ctype.split(";")[0], headers={"Content-Type": ctype})

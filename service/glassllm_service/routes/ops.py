@@ -1,38 +1,51 @@
-"""``/api/v1/ops``: the registry (H1) and running one op (H2)."""
+"""``/api/v1/ops``: running one op (H2), every op of the registry (H1), and one op."""
 
 from __future__ import annotations
 
-import difflib
+import functools
+from collections.abc import Callable
 from typing import Any
 
 import orjson
 from fastapi import APIRouter, Request
+from fastapi.routing import APIRoute
 from starlette.responses import Response
-from starlette.routing import Route
+from starlette.routing import request_response
 
-from glassllm.errors import echo_name
 from glassllm.sandbox import registry
-from glassllm.sandbox.registry import Op, Prepared
-from glassllm_service import schemas
-from glassllm_service.admission import run_admitted
-from glassllm_service.body import read_json_then
-from glassllm_service.codec import encoding_of
-from glassllm_service.http_errors import ApiError
-from glassllm_service.requests.op import answer, prepare_body
+from glassllm_service import compute, openapi, schemas
+from glassllm_service.requests import op_call
 
-router = APIRouter(prefix="/api/v1/ops", tags=["ops"])
+router = APIRouter(prefix="/api/v1/ops", tags=["ops"],  # not included: the app's first routes
+                   generate_unique_id_function=openapi.operation_id)
 _OPS_JSON = orjson.dumps({"ops": [registry.describe(op) for op in registry.OPS.values()],
                           "kinds": registry.DTYPES})
 
 
-def find(name: str) -> Op:
-    op = registry.get(name)
-    if op is None:
-        close = difflib.get_close_matches(name, list(registry.OPS), n=5, cutoff=0.5)
-        hint = f"; did you mean {', '.join(close)}?" if close else "."
-        raise ApiError(404, "unknown_op", f"there is no op named {echo_name(name, 60)!r}{hint}"
-                       " Every op: GET /api/v1/ops", input="name", close=close)
-    return op
+class BareRoute(APIRoute):
+    """A route whose endpoint takes the request and nothing else, answered as a plain
+    Starlette route is: no parameters or dependencies for FastAPI to solve. The busiest
+    path (a (4, 8) softmax) answers measurably faster without them (docs/performance.md)."""
+
+    def __init__(self, path: str, endpoint: Callable, **kwargs: Any) -> None:
+        super().__init__(path, endpoint, **kwargs)
+        self.app = request_response(endpoint)
+
+
+async def run_op(request: Request) -> Response:
+    """Every op's POST: the op named by the path, computed (`glassllm_service.compute`).
+
+    /openapi.json documents one POST per op, each with its own request schema and
+    example, generated from the registry (`glassllm_service.openapi.op_paths`)."""
+    op = op_call.find(request.path_params["name"])
+    return await compute.answer(request, request.app.state.settings,
+                                functools.partial(op_call.prepare, op), op=op.name,
+                                send=op_call.SEND)
+
+
+# First in the router, and the router first in the app (app.py): tried before any other.
+router.add_api_route("/{name}", run_op, methods=["POST"], name="run", include_in_schema=False,
+                     route_class_override=BareRoute)
 
 
 @router.get("", response_model=schemas.OpList, summary="Every op of the registry")
@@ -44,67 +57,5 @@ def list_ops() -> Response:
                 404, why={404: "no op of that name (`unknown_op`); the message names close ones"}),
             summary="One op: its inputs, output kind and runnable examples")
 def get_op(name: str) -> Response:
-    return Response(orjson.dumps(registry.describe(find(name))), media_type="application/json")
-
-
-async def run_op(op: Op, request: Request) -> Response:
-    settings = request.app.state.settings
-
-    def prepare(parsed: Any, maybe_bools: bool) -> tuple[str, Prepared]:
-        return encoding_of(parsed, op.name), prepare_body(op, parsed, maybe_bools, settings)
-
-    # read, parse and prepare in one step: a queued request holds its NumPy inputs, never
-    # the JSON lists (glassllm_service/body.py)
-    try:
-        encoding, prepared = await read_json_then(request, settings, prepare, op=op.name)
-        out = await run_admitted(request, prepared.cost, answer, prepared, encoding)
-    except ApiError as exc:      # the queue's 503s know no op; this route's answers name it
-        if exc.op is None:
-            exc.op = op.name
-        raise
-    return Response(out, media_type="application/json")
-
-
-async def run(request: Request) -> Response:
-    """Every op's POST: one route, the op looked up in the registry by its path name."""
-    return await run_op(find(request.path_params["name"]), request)
-
-
-class _Route(Route):
-    """A Starlette route that names itself in ``scope["route"]`` (FastAPI's router does so
-    only for its own routes), where the access log and the metrics read the template —
-    also when it answers 405 to another method."""
-
-    async def handle(self, scope: dict, receive: Any, send: Any) -> None:
-        scope["route"] = self
-        await super().handle(scope, receive, send)
-
-
-# A plain Starlette route, first in the app's table (glassllm_service/app.py): the busiest path
-# skips FastAPI's parameter solving and included-router matching, which it does not use
-# (the body is read by `read_json_then`, the name looked up by `find`): a (4, 8) softmax
-# answered 0.63x /healthz's requests per second this way against 0.55x (issue 18).
-RUN = _Route("/api/v1/ops/{name}", run, methods=["POST"], name="run")
-
-
-def _documented(op: Op):
-    async def endpoint(request: Request) -> Response:  # never routed to: documentation only
-        return await run_op(op, request)
-    endpoint.__name__ = f"run_{op.name}"
-    return endpoint
-
-
-# /openapi.json still documents one POST per op, with the op's own request schema and
-# example: these routes are generated from the registry and handed to the schema
-# generator only (glassllm_service/app.py); the app routes every op through `run` above.
-DOCUMENTED = APIRouter(prefix="/api/v1/ops", tags=["ops"])
-for _op in registry.OPS.values():
-    DOCUMENTED.add_api_route(
-        f"/{_op.name}", _documented(_op), methods=["POST"], summary=_op.summary,
-        description=f"Runs `{_op.module}.{_op.name}` forward and backward (SPEC {_op.clause},"
-                    " H2).", operation_id=f"run_{_op.name}",
-        response_model=schemas.OpResult, responses=schemas.error_responses(
-            *schemas.op_error_statuses(_op)),
-        openapi_extra={"requestBody": {"required": True, "content": {"application/json": {
-            "schema": schemas.request_schema(_op),
-            "example": _op.examples[0].request() if _op.examples else {"inputs": {}}}}}})
+    return Response(orjson.dumps(registry.describe(op_call.find(name))),
+                    media_type="application/json")

@@ -16,20 +16,11 @@ from fastapi import APIRouter, FastAPI
 from fastapi.openapi.docs import get_swagger_ui_html
 from starlette.responses import HTMLResponse
 
-from glassllm_service.files import FileResponse, StaticFiles
-from glassllm_service.routes import allow_head
+from glassllm_service.allow import allow_head
+from glassllm_service.files import FileResponse, StaticFiles, static_dir
 
-HERE = Path(__file__).resolve().parent.parent
 # swagger-ui-bundle.js, swagger-ui.css (Swagger UI 5.x), favicon.png
 SWAGGER_UI = Path(str(importlib.resources.files("fastapi_offline") / "static"))
-
-
-def static_dir(configured: Path | None) -> Path:
-    """The page: configured, else shipped in the wheel (service/static), else the repo's."""
-    for candidate in (configured, HERE / "static", HERE.parent.parent / "static"):
-        if candidate is not None and (candidate / "index.html").is_file():
-            return candidate
-    raise RuntimeError("static/index.html not found; set GLASSLLM_STATIC_DIR")
 
 
 def swagger_ui() -> HTMLResponse:

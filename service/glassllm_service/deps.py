@@ -1,0 +1,38 @@
+"""What a route takes besides its request, as typed FastAPI dependencies: the settings and
+the shared services `glassllm_service.app.create_app` built once (FastAPI's
+``Annotated[..., Depends]``, as the full-stack template does).
+
+    async def readyz(admission: AdmissionDep) -> Response: ...
+
+The op POST, the busiest path, reads ``request.app.state`` itself instead: it is a bare
+route without FastAPI's dependency solving (`glassllm_service.routes.ops`).
+"""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+from fastapi import Depends, Request
+
+from glassllm_service.admission import Admission, RunCounter
+from glassllm_service.settings import Settings
+
+
+def _settings(request: Request) -> Settings:
+    return request.app.state.settings
+
+
+def _admission(request: Request) -> Admission:
+    return request.app.state.admission
+
+
+def _training_runs(request: Request) -> RunCounter:
+    return request.app.state.training_runs
+
+
+SettingsDep = Annotated[Settings, Depends(_settings)]
+"""The sandbox's `Settings` (every GLASSLLM_* setting), read once at startup."""
+AdmissionDep = Annotated[Admission, Depends(_admission)]
+"""This worker's compute slots and their queue (`glassllm_service.admission`)."""
+TrainingRunsDep = Annotated[RunCounter, Depends(_training_runs)]
+"""This worker's training runs (GLASSLLM_MAX_TRAINING_RUNS)."""
