@@ -21,7 +21,7 @@ import importlib.util
 import sys
 from types import ModuleType
 
-from glassllm.gradcheck import GradcheckResult, gradcheck
+from glassllm.gradient_check import GradcheckResult, gradcheck
 from glassllm.tensor import Tensor, is_grad_enabled, no_grad
 
 __version__ = "0.1.0"
@@ -49,6 +49,7 @@ MOVED: dict[str, str] = {
     "glassllm.float_warnings": "glassllm.sandbox.float_warnings",
     "glassllm.train": "glassllm.training.loop",
     "glassllm.checks": "glassllm.errors",
+    "glassllm.gradcheck": "glassllm.gradient_check",
 }
 
 
@@ -83,3 +84,9 @@ class _MovedModules(importlib.abc.MetaPathFinder, importlib.abc.Loader):
 # submodule a second time, under its old name, as a separate module.
 if not any(isinstance(f, _MovedModules) for f in sys.meta_path):
     sys.meta_path.insert(0, _MovedModules())
+# A moved module this file has loaded already is known under its old name at once, so that
+# importing the old name binds nothing new: `import glassllm.gradcheck` leaves
+# glassllm.gradcheck the function, as it always was.
+for _old, _new in MOVED.items():
+    if _new in sys.modules:
+        sys.modules.setdefault(_old, sys.modules[_new])

@@ -42,7 +42,6 @@ from typing import Any
 
 import numpy as np
 
-from glassllm import Tensor
 from glassllm.autograd import (
     masked_fill,
     matmul,
@@ -66,6 +65,7 @@ from glassllm.shapes import (
     swiglu_shape,
     transformer_block_shape,
 )
+from glassllm.tensor import Tensor
 
 __all__ = [  # the module classes too: given by __getattr__ below, from glassllm.modules
     "Attention",  # noqa: F822

@@ -22,9 +22,9 @@ from typing import Any
 
 import numpy as np
 
-from glassllm import Tensor, no_grad
 from glassllm.autograd import cross_entropy, embedding, reshape, softmax_np
 from glassllm.errors import check_int, check_real, id_array
+from glassllm.grad_mode import no_grad
 from glassllm.layers import (
     GlassConfig,
     attention,
@@ -34,6 +34,7 @@ from glassllm.layers import (
     swiglu,
 )
 from glassllm.shapes import check_heads
+from glassllm.tensor import Tensor
 
 __all__ = ["Attention", "Block", "Embedding", "GlassLM", "Linear", "Module", "RMSNorm",
            "SwiGLU"]

@@ -19,7 +19,7 @@ from typing import Any
 
 import numpy as np
 
-from glassllm import Tensor
+from glassllm.tensor import Tensor
 
 __all__ = ["SGD", "AdamW", "clip_grad_norm", "unique_parameters"]
 

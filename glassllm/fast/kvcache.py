@@ -24,18 +24,25 @@ Shapes (STYLE.md letters): per layer the cache holds k, v of shape (B, Hkv, t, d
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from typing import TYPE_CHECKING
+from collections.abc import Callable, Sequence
+from typing import Any, Protocol
 
 import numpy as np
 
-from glassllm import Tensor, no_grad
-from glassllm.grad_mode import is_grad_enabled
-
-if TYPE_CHECKING:  # a name for the annotations: GlassLM.generate is what imports this module
-    from glassllm.modules import GlassLM
+from glassllm.grad_mode import is_grad_enabled, no_grad
+from glassllm.tensor import Tensor
 
 __all__ = ["KVCache", "LayerCache", "next_logits_cached"]
+
+
+class _Model(Protocol):
+    """What the cache needs of a model (a ``GlassLM``, which imports this module for its
+    ``generate``): its config, its blocks, and its forward taking a ``cache``."""
+
+    config: Any
+    blocks: Sequence[Any]
+
+    def __call__(self, ids: np.ndarray, cache: KVCache | None = None) -> Tensor: ...
 
 
 class LayerCache:
@@ -63,7 +70,7 @@ class LayerCache:
 class KVCache:
     """Every layer's ``LayerCache`` and the tokens whose keys and values they hold."""
 
-    def __init__(self, model: GlassLM):
+    def __init__(self, model: _Model):
         self.model = model
         self.tokens: list[int] = []  # the positions cached, in order
         self.layers = [LayerCache() for _ in model.blocks]
@@ -84,7 +91,7 @@ class KVCache:
         return logits.data[0, -1]  # (V,)
 
 
-def next_logits_cached(model: GlassLM) -> Callable[[list[int]], np.ndarray]:
+def next_logits_cached(model: _Model) -> Callable[[list[int]], np.ndarray]:
     """A ``tokens → next-token logits (V,)`` function for ``generate`` that keeps a cache.
 
     Each call must pass the previous call's tokens plus what was appended (as

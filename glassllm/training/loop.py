@@ -13,8 +13,8 @@ from importlib import resources
 
 import numpy as np
 
-from glassllm import no_grad
 from glassllm.errors import check_int, check_real, id_array
+from glassllm.grad_mode import no_grad
 from glassllm.modules import GlassLM
 from glassllm.training.stream import TrainingDiverged, get_batch, train_steps
 

@@ -31,12 +31,12 @@ from typing import Any
 
 import numpy as np
 
-from glassllm import Tensor
 from glassllm.autograd import cross_entropy, getitem
 from glassllm.errors import check_int, id_array
 from glassllm.layers import ATTENTION_PROBE, GlassConfig
 from glassllm.modules import GlassLM
 from glassllm.optim import SGD, AdamW, clip_grad_norm
+from glassllm.tensor import Tensor
 from glassllm.tokenizer import ByteTokenizer
 
 __all__ = [

@@ -9,8 +9,6 @@ import os
 import shutil
 import tempfile
 
-from glassllm.apps.cli import _int_type
-
 # uvicorn's own names (uvicorn.config.LOG_LEVELS), written here so a bad one is a usage
 # error before uvicorn is imported, not a KeyError traceback from inside it.
 LOG_LEVELS = ("critical", "error", "warning", "info", "debug", "trace")
@@ -20,13 +18,15 @@ SERVICE_MODULES = ("fastapi", "fastapi_offline", "orjson", "pydantic", "pydantic
 
 
 def _int_in(low: int, high: int | None, rule: str):
-    """An argparse ``type=``: an integer in [low, high]; anything else exits 2 naming it
-    (the library CLI's integer type, bounded above too)."""
-    at_least = _int_type(low, rule)
+    """An argparse ``type=``: an integer in [low, high]; anything else exits 2 naming it,
+    in the words of the ``glassllm`` command's integers ("must be <rule>, got ...")."""
 
     def parse(text: str) -> int:
-        value = at_least(text)
-        if high is not None and value > high:
+        try:
+            value = int(text)
+        except ValueError:
+            value = None
+        if value is None or value < low or (high is not None and value > high):
             raise argparse.ArgumentTypeError(f"must be {rule}, got {text!r}")
         return value
 

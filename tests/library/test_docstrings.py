@@ -7,7 +7,7 @@ import pytest
 
 import glassllm.autograd as ag
 
-MODULES = ["glassllm.tensor", "glassllm.grad_mode", "glassllm.autograd", "glassllm.gradcheck",
+MODULES = ["glassllm.tensor", "glassllm.grad_mode", "glassllm.autograd", "glassllm.gradient_check",
            "glassllm.fast.fused"]
 
 

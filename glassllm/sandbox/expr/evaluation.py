@@ -11,7 +11,7 @@ import numpy as np
 
 from glassllm import autograd
 from glassllm.errors import LimitError, WireError, echo_name
-from glassllm.gradcheck import gradcheck
+from glassllm.gradient_check import gradcheck
 from glassllm.sandbox import registry
 from glassllm.sandbox.expr.expand import COMPOSITIONS, EXPANSION_FACTOR, composition
 from glassllm.sandbox.expr.expr_errors import ExprComputeError, ExprError, ExprLimitError
