@@ -3,8 +3,9 @@
 #   make run    create .venv, install glassllm with its service extra, start the sandbox
 #               at http://127.0.0.1:8000 (HOST / PORT / WORKERS override)
 #   make test   create/update .venv with the test extras, install Debian's Chromium when
-#               missing, run the whole suite and the reference examples
-#   make docker / docker-test / docker-save / lock   the course image (issue 13), below
+#               missing, run the whole suite
+#   make lint / doctest   ruff; every docstring example of both packages (CI runs both)
+#   make docker / docker-test / docker-save / lock   the course image, below
 
 SHELL := /bin/bash
 .DEFAULT_GOAL := help
@@ -21,12 +22,13 @@ WORKERS ?= 1
 CHROMIUM := /usr/bin/chromium
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 
-.PHONY: help run test lint bench load mutation clean
+.PHONY: help run test lint doctest bench load mutation clean
 
 help:
 	@echo "make run    start the gradient sandbox at http://$(HOST):$(PORT)"
 	@echo "make test   run the whole test suite (installs what it needs)"
 	@echo "make lint   ruff check"
+	@echo "make doctest  every docstring example of glassllm and glassllm_service"
 	@echo "make bench  service latency / throughput benchmark"
 	@echo "make load   a class at once: bench/load.py (Locust, about 4 minutes)"
 	@echo "make mutation  mutation testing (mutmut, ~30 min on 2 cores; not part of make test)"
@@ -65,14 +67,15 @@ $(CHROMIUM):
 	$(VPY) tools/client_generators.py install
 	touch $@
 
-# The reference examples run first; pytest's summary stays the last line CI reads.
+# pytest's summary stays the last line CI reads.
 test: $(VENV)/.stamp-test .tools/.stamp-generators | $(CHROMIUM)
-	@if [ -f ../shared/checks/reference_examples.py ]; then \
-		$(VPY) ../shared/checks/reference_examples.py; fi
 	$(VPY) -m pytest -q
 
 lint: $(VENV)/.stamp-test
 	$(VENV)/bin/ruff check .
+
+doctest: $(VENV)/.stamp-test
+	$(VPY) -m pytest -q -p no:cacheprovider --doctest-modules glassllm service/glassllm_service
 
 bench: $(VENV)/.stamp-bench
 	$(VPY) bench/service.py

@@ -1,7 +1,7 @@
 """The differentiable ops of an LLM, each with its forward and backward on one screen.
 
-Sections follow ../shared/SPEC.md Part L: L1 arithmetic and matmul, L2 reductions,
-shape and selection, L3 embedding and mask, L4 distributions and activations,
+Sections follow the contract's Part L (docs/library.md): L1 arithmetic and matmul, L2
+reductions, shape and selection, L3 embedding and mask, L4 distributions and activations,
 L5 cross-entropy, L6 RoPE and K/V repetition.
 
 Every op reads top to bottom: coerce the inputs (numbers, lists and arrays become

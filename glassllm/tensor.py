@@ -14,7 +14,7 @@ into the `.grad` of every leaf that requires grad (L0.5).
 `no_grad` (glassllm/grad_mode.py) switches graph building off for the current thread /
 async task only (H6); it is re-exported here.
 
-Clauses: L0.1-L0.7 of ../shared/SPEC.md.
+Clauses: L0.1-L0.7 of the contract (docs/library.md).
 """
 
 from __future__ import annotations

@@ -1,6 +1,7 @@
 """The examples of the reference document (SPEC Part L), verbatim, one test each."""
 
 import numpy as np
+from paths import REFERENCE, ROOT
 
 from glassllm import Tensor
 
@@ -57,24 +58,15 @@ def test_L6_rope_and_repeat_kv():
     np.testing.assert_array_equal(heads.grad.ravel(), [2, 2])
 
 
-def test_shared_reference_check_script_passes():
-    """`python ../shared/checks/reference_examples.py` prints '4 passed, 0 failed'."""
-    import pathlib
+def test_the_reference_documents_check_script_passes():
+    """The reference document's own check (SPEC.md, checks/reference_examples.py), copied
+    verbatim into tests/reference/, run as its authors run it: '4 passed, 0 failed'."""
+    import os
     import subprocess
     import sys
 
-    script = pathlib.Path(__file__).resolve().parents[2] / "shared/checks/reference_examples.py"
-    if not script.exists():
-        import pytest
-
-        pytest.skip("../shared/checks/reference_examples.py is not beside this checkout")
-    root = pathlib.Path(__file__).resolve().parents[1]
-    import os
-
-    env = {**os.environ, "PYTHONPATH": str(root)}
-    res = subprocess.run(
-        [sys.executable, str(script)],
-        cwd=root, env=env, capture_output=True, text=True, timeout=120,
-    )
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    res = subprocess.run([sys.executable, str(REFERENCE / "reference_examples.py")],
+                         cwd=ROOT, env=env, capture_output=True, text=True, timeout=120)
     assert res.stdout.strip().splitlines()[-1] == "4 passed, 0 failed", res.stdout + res.stderr
     assert res.returncode == 0

@@ -47,8 +47,8 @@ class SourcePositions:
     tokenizer splits them (`LINE_END`); a tab is one character, as in the tokenizer.
 
     Example:
-        >>> sp = SourcePositions("(é\r+ y)")
-        >>> sp.offset(2, 2), sp.char_offset(1, 2)     # y: line 2, byte column 2; é
+        >>> sp = SourcePositions("(é\\r+ y)")     # a carriage return ends line 1
+        >>> sp.offset(2, 2), sp.char_offset(1, 1)  # y: line 2, byte 2; é: line 1, column 1
         (5, 1)
     """
 
