@@ -63,13 +63,44 @@ def test_wheel_install_and_start_in_a_fresh_venv(tmp_path: Path):
     for step in ("deps", "app"):
         subprocess.run(["sh", "docker/install.sh", step], cwd=src, env=env, check=True,
                        timeout=600)
-    # run from elsewhere, so only the installed wheel (with its page) can answer
+    py = str(venv / "bin" / "python")
+    # from elsewhere, only the installed wheel answers: its two import names, not `service`
+    names = subprocess.run([py, "-c", "import glassllm, glassllm_service; print('ok')"],
+                           cwd=tmp_path, env=env, capture_output=True, text=True)
+    assert names.stdout == "ok\n", names.stderr
+    generic = subprocess.run([py, "-c", "import service"], cwd=tmp_path, env=env,
+                             capture_output=True, text=True)
+    assert generic.returncode == 1 and "No module named 'service'" in generic.stderr
     with running_sandbox(command=[str(venv / "bin" / "glassllm-sandbox")], cwd=tmp_path) as url:
         assert httpx.get(f"{url}/healthz").json() == {"status": "ok"}
         r = httpx.post(f"{url}/api/v1/ops/softmax_np", json={"inputs": {"x": [[1000.0, 1000.0]]}})
         assert r.json()["value"] == [[0.5, 0.5]]
         assert "<html" in httpx.get(f"{url}/").text.lower()
         assert httpx.get(f"{url}/docs-assets/swagger-ui.css").status_code == 200
+        assert "Part L" in httpx.get(f"{url}/docs/contract/").text      # the docs shipped
+        # the training runner starts by its installed name and streams a run to its end
+        tiny = {"model": {"d_model": 8, "n_layers": 1, "n_heads": 2, "n_kv_heads": 1,
+                          "ffn_hidden": 8, "max_seq_len": 8}, "steps": 2, "every": 1}
+        with httpx.stream("POST", f"{url}/api/v1/train", json=tiny, timeout=60) as stream:
+            events = [line.removeprefix("event:").strip() for line in stream.iter_lines()
+                      if line.startswith("event:")]
+        assert events[0] == "start" and events[-1] == "done", events
+        # the client of the wheel, with the client extra's packages (pinned, hashed)
+        pins = tmp_path / "client.lock"
+        pins.write_text(_pins(("httpx", "httpcore", "certifi")))
+        subprocess.run([py, "-m", "pip", "install", "--quiet", "--require-hashes", "--no-deps",
+                        "-r", str(pins)], env=env, check=True, timeout=600)
+        answer = subprocess.run([py, "-c", "import sys; from glassllm.client import Sandbox;"
+                                 " print(Sandbox(sys.argv[1]).op('neg', {'a': [1.5]}).value)",
+                                 url], cwd=tmp_path, env=env, capture_output=True, text=True)
+        assert answer.stdout == "[-1.5]\n", answer.stderr
+
+
+def _pins(names: tuple[str, ...]) -> str:
+    """The entries of requirements/test.lock for these packages, hashes and all."""
+    blocks = re.split(r"(?m)^(?=[a-z0-9._-]+==)", (ROOT / "requirements" / "test.lock").read_text())
+    return "".join(b.split("    # via")[0].rstrip() + "\n" for b in blocks
+                   if b.split("==", 1)[0] in names)
 
 
 @pytest.mark.parametrize(("lock", "extras"), [

@@ -105,3 +105,14 @@ def test_a_save_that_fails_halfway_leaves_the_previous_file_intact(tmp_path, how
         assert GlassLM.from_checkpoint(path).config == first.config
     assert sorted(p.name for p in tmp_path.iterdir()) == (
         ["run.json", "run.npz"] if how == "checkpoint" else ["run.npz"])  # no .part left
+
+
+def test_a_checkpoint_comes_back_with_its_config_and_weights(tmp_path):
+    config = GlassConfig(vocab=16, d_model=8, n_layers=1, n_heads=2, n_kv_heads=1,
+                         ffn_hidden=16, max_seq_len=8, rope_theta=500.0, seed=3)
+    model = GlassLM(config)
+    model.save_checkpoint(tmp_path / "m.npz")
+    back = GlassLM.from_checkpoint(tmp_path / "m.npz")
+    assert back.config == config
+    ids = np.array([[1, 2, 3]])
+    np.testing.assert_array_equal(back.forward(ids).data, model.forward(ids).data)

@@ -208,3 +208,15 @@ def test_heads_not_dividing_d_is_400_naming_n_heads(client, op, n_heads):
     err = r.json()["error"]
     assert r.status_code == 400 and "d_model 2 is not divisible by n_heads" in err["message"]
     assert err["position"] == len("attention(x, w, w, w, w, ")  # the caret under the count
+
+
+def test_layer_shape_errors_name_the_weight():
+    from glassllm.layers import swiglu_shape, transformer_block_shape
+    from glassllm.shapes import ShapeError
+    with pytest.raises(ShapeError) as err:
+        swiglu_shape((2, 4), (4, 6), (6, 4), (4, 5))
+    assert err.value.input == "w3"
+    with pytest.raises(ShapeError) as err:
+        transformer_block_shape((1, 2, 4), (3,), (4, 4), (4, 4), (4, 4), (4, 4), (4,),
+                                (4, 6), (6, 4), (4, 6), 2, 2, (2, 1), (2, 1))
+    assert err.value.input == "attn_norm"

@@ -476,3 +476,44 @@ def test_embedding_backward_sums_into_zeros_on_both_paths():
         weight = Tensor(np.zeros((3, 1)), requires_grad=True)
         ag.embedding(weight, np.zeros(n, dtype=np.int64)).backward(np.full((n, 1), -0.0))
         assert not np.signbit(weight.grad[0, 0])
+
+
+def test_mean_over_one_axis_without_keepdims_spreads_the_gradient_along_that_axis():
+    a = Tensor(np.arange(6.0).reshape(2, 3), requires_grad=True)
+    out = ag.mean(a, axis=1)                                 # (2,)
+    out.backward(np.array([3.0, 6.0]))
+    np.testing.assert_array_equal(a.grad, [[1.0, 1.0, 1.0], [2.0, 2.0, 2.0]])
+
+
+@pytest.mark.parametrize("a_shape,b_shape", [((2, 3, 4), (2, 4, 5)), ((3, 4), (2, 4, 5)),
+                                             ((2, 3, 4), (4, 5)), ((2, 1, 3, 4), (3, 4, 2))])
+def test_batched_matmul_gradients_are_the_transposed_products_summed_over_broadcast(
+        a_shape, b_shape):
+    from glassllm.autograd import matmul
+    rng = np.random.default_rng(0)
+    a_np, b_np = rng.normal(size=a_shape), rng.normal(size=b_shape)
+    a, b = Tensor(a_np, requires_grad=True), Tensor(b_np, requires_grad=True)
+    out = matmul(a, b)
+    g = rng.normal(size=out.shape)
+    out.backward(g)
+    ga = g @ np.swapaxes(b_np, -1, -2)
+    gb = np.swapaxes(a_np, -1, -2) @ g
+    while ga.ndim > a_np.ndim:
+        ga = ga.sum(axis=0)
+    while gb.ndim > b_np.ndim:
+        gb = gb.sum(axis=0)
+    ga = ga.sum(axis=tuple(i for i, n in enumerate(a_shape) if n == 1 and ga.shape[i] != 1),
+                keepdims=True)
+    gb = gb.sum(axis=tuple(i for i, n in enumerate(b_shape) if n == 1 and gb.shape[i] != 1),
+                keepdims=True)
+    np.testing.assert_allclose(a.grad, ga, rtol=1e-12, atol=1e-12)
+    np.testing.assert_allclose(b.grad, gb, rtol=1e-12, atol=1e-12)
+
+
+def test_rope_refuses_a_differentiable_table_naming_the_op_and_the_table():
+    from glassllm.autograd import rope
+    x = Tensor(np.ones((1, 4)))
+    with pytest.raises(TypeError, match=r"^rope: sin is a constant"):
+        rope(x, np.ones((1, 2)), Tensor(np.zeros((1, 2)), requires_grad=True))
+    with pytest.raises(TypeError, match=r"^rope: cos is a constant"):
+        rope(x, Tensor(np.ones((1, 2)), requires_grad=True), np.zeros((1, 2)))

@@ -398,3 +398,18 @@ def test_one_op_on_leaves_copies_an_array_it_sends_to_both_inputs_and_accumulate
     assert a.grad.tolist() == [2.0, 10.0] and b.grad.tolist() == [102.0, 110.0]
     a.grad[0] = -1.0
     assert made[0].tolist() == [2.0, 10.0]
+
+
+def test_repr_summarises_past_64_elements_only():
+    assert "..." not in repr(Tensor(np.zeros(64)))
+    assert "..." in repr(Tensor(np.zeros(65)))
+
+
+def test_asarray_with_a_dtype_converts():
+    arr = np.asarray(Tensor([1.5, -2.5]), dtype=np.int64)
+    assert arr.dtype == np.int64 and arr.tolist() == [1, -2]
+
+
+def test_reshape_takes_one_integer():
+    assert Tensor(np.arange(6.0).reshape(2, 3)).reshape(6).shape == (6,)
+    assert Tensor(np.arange(6.0)).reshape((3, 2)).shape == (3, 2)

@@ -7,7 +7,7 @@ no test depends on how loaded the machine is."""
 from __future__ import annotations
 
 import pytest
-from test_playground import assert_numbers, click_and_wait, table
+from browser_session import assert_numbers, click_and_wait, table
 
 pytestmark = [pytest.mark.browser, pytest.mark.slow]
 BUSY = '{"error": {"status": 503, "code": "queue_full", "message": "busy"}}'

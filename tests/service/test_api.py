@@ -237,23 +237,9 @@ async def _until(condition) -> None:
     raise AssertionError("condition never held")
 
 
-def mixed_requests() -> list[tuple[str, dict]]:
-    rng = np.random.default_rng(1)
-    reqs = []
-    for i in range(50):
-        x = rng.normal(size=(4, 8))
-        reqs += [("softmax", {"inputs": {"a": x.tolist()}}),
-                 ("matmul", {"inputs": {"a": x.tolist(), "b": x.T.tolist()}}),
-                 ("softmax_np", {"inputs": {"x": x.tolist(), "axis": 0}}),
-                 ("log", {"inputs": {"a": [float(i % 3) - 1.0, 1.0]}}),  # warnings
-                 ("embedding", {"inputs": {"weight": x.tolist(), "ids": [i % 6]}}),  # 400 or 200
-                 ("cross_entropy", {"inputs": {"logits": x.tolist(), "targets": [i % 8] * 4}})]
-    return reqs
-
-
-def test_concurrent_answers_equal_serial_answers():
+def test_concurrent_answers_equal_serial_answers(mixed_requests):
     """H6: 8 threads × 50 mixed requests (graph ops, ndarray ops, warnings, errors)."""
-    reqs = mixed_requests()[:400]
+    reqs = mixed_requests[:400]
     client = TestClient(create_app(Settings(max_concurrency=8)))
 
     def call(req):
@@ -272,3 +258,35 @@ def test_empty_mean_is_nan_with_a_warning_not_an_error(client):
     r = client.post("/api/v1/ops/mean", json={"inputs": {"a": []}})
     assert r.status_code == 200 and r.json()["value"] == "NaN"
     assert r.json()["warnings"] == ["invalid value encountered (NumPy floating-point warning)"]
+
+
+@pytest.mark.parametrize("length,ellipsis", [(20, False), (21, True)])
+def test_a_long_string_is_cut_at_20_characters_in_messages(client, length, ellipsis):
+    r = client.post("/api/v1/ops/neg", json={"inputs": {"a": "x" * length}})
+    message = r.json()["error"]["message"]
+    assert r.status_code == 422 and ("x" * 20) in message and ("x" * 21) not in message
+    assert ("…" in message) is ellipsis
+
+
+def test_no_content_type_is_415_naming_the_header(client):
+    r = client.post("/api/v1/ops/neg", content=b'{"inputs": {"a": 1.0}}')
+    assert r.status_code == 415
+    err = r.json()["error"]
+    assert err["code"] == "unsupported_media_type" and err["input"] == "Content-Type"
+    assert err["message"] == "Content-Type must be application/json; got 'none'"
+    r = client.post("/api/v1/ops/neg", content=b"{}", headers={"Content-Type": "text/plain"})
+    assert r.json()["error"]["message"] == "Content-Type must be application/json; got 'text/plain'"
+
+
+def test_an_empty_and_an_invalid_body_are_422_naming_the_body(client):
+    for path, send in (("/api/v1/ops/neg", '{"inputs": {...}}'),
+                       ("/api/v1/eval", '{"expression": ...}')):
+        empty = client.post(path, content=b"  ", headers={"Content-Type": "application/json"})
+        err = empty.json()["error"]
+        assert empty.status_code == 422 and err["input"] == "request body"
+        assert err["code"] == "invalid_request"
+        assert err["message"] == f"the body is empty; send {send}"
+        bad = client.post(path, content=b"{nope", headers={"Content-Type": "application/json"})
+        err = bad.json()["error"]
+        assert bad.status_code == 422 and err["code"] == "invalid_json"
+        assert err["input"] == "request body" and "not valid JSON" in err["message"]

@@ -133,3 +133,9 @@ def test_the_public_encoders_keep_every_bit():
     # integer and boolean arrays keep their type
     assert encode_array(np.array([1, -2], dtype=np.int64)) == [1, -2]
     assert encode_array(np.array([True, False])) == [True, False]
+
+
+def test_encode_value_writes_float64_whatever_the_dtype():
+    assert dumps(encode_value(np.array([1, 2]))) == b"[1.0,2.0]"
+    assert dumps(encode_value(np.array([0.1], dtype=np.float32))) == b"[0.10000000149011612]"
+    assert dumps(encode_value(np.array(3))) == b"3.0"

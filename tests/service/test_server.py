@@ -8,7 +8,6 @@ from concurrent.futures import ThreadPoolExecutor
 import httpx
 import pytest
 from sandbox_server import running_sandbox
-from test_api import mixed_requests
 
 pytestmark = pytest.mark.slow
 JSON = {"content-type": "application/json"}
@@ -109,9 +108,9 @@ def roomy_url():
         yield u
 
 
-def test_concurrency_8_threads_x_50_over_http(roomy_url):
+def test_concurrency_8_threads_x_50_over_http(roomy_url, mixed_requests):
     url = roomy_url
-    reqs = list(itertools.islice(itertools.cycle(mixed_requests()), 400))
+    reqs = list(itertools.islice(itertools.cycle(mixed_requests), 400))
 
     def call(req):
         with httpx.Client(base_url=url, timeout=60) as c:

@@ -13,7 +13,7 @@ import pytest
 from sandbox_server import ROOT
 
 from glassllm_service.app import create_app
-from glassllm_service.settings import Settings, SettingsError
+from glassllm_service.settings import GiB, Settings, SettingsError
 
 
 @pytest.mark.parametrize("name,value,rule", [
@@ -164,3 +164,24 @@ def test_available_cpus_reads_the_cgroup_quota(tmp_path):
     assert available_cpus(tmp_path) == 1
     (tmp_path / "cpu.max").write_text("max 100000\n")
     assert available_cpus(tmp_path) == affinity
+
+
+@pytest.mark.parametrize("field,top", [("max_body_bytes", GiB), ("max_array_elements", 10**9),
+                                       ("max_result_elements", 10**10),
+                                       ("max_matmul_madds", 10**15), ("max_concurrency", 1024),
+                                       ("retry_after_seconds", 3600),
+                                       ("max_expression_length", 1_000_000)])
+def test_each_limit_accepts_its_top_value_and_refuses_one_more_by_name(field, top):
+    assert getattr(Settings(**{field: top}), field) == top
+    with pytest.raises(SettingsError) as err:
+        Settings(**{field: top + 1})
+    assert str(err.value) == (f"invalid settings: GLASSLLM_{field.upper()}={top + 1!r}:"
+                              f" Input should be less than or equal to {top}")
+
+
+def test_every_bad_setting_is_listed_separated_by_semicolons():
+    with pytest.raises(SettingsError) as err:
+        Settings(max_body_bytes=0, max_json_depth=1)
+    assert str(err.value) == (
+        "invalid settings: GLASSLLM_MAX_BODY_BYTES=0: Input should be greater than or equal"
+        " to 1; GLASSLLM_MAX_JSON_DEPTH=1: Input should be greater than or equal to 2")

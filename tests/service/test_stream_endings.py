@@ -13,7 +13,7 @@ import time
 
 import httpx
 import pytest
-from test_train_api import RUN, parse_sse, start_server, stop_server, training_children
+from training_streams import RUN, parse_sse, start_server, stop_server, training_children
 
 pytestmark = pytest.mark.slow
 LONG = {**RUN, "steps": 2000}

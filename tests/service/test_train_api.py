@@ -8,11 +8,7 @@ SIGTERM with a stream open.
 
 from __future__ import annotations
 
-import json
-import os
 import signal
-import subprocess
-import sys
 import time
 from concurrent.futures import ThreadPoolExecutor
 
@@ -20,7 +16,7 @@ import httpx
 import numpy as np
 import pytest
 from fastapi.testclient import TestClient
-from sandbox_server import ROOT, free_port, wait_healthy
+from training_streams import RUN, TINY, parse_sse, start_server, stop_server, training_children
 
 from glassllm.apps.cli import main as cli_main
 from glassllm.layers import GlassConfig, GlassLM
@@ -28,24 +24,6 @@ from glassllm.tokenizer import ByteTokenizer
 from glassllm.training.loop import default_corpus, train
 from glassllm.training.stream import attention_maps, decode_weights, encode_weights
 from glassllm_service.app import create_app
-
-TINY = {"d_model": 8, "n_layers": 1, "n_heads": 2, "n_kv_heads": 1, "ffn_hidden": 8,
-        "max_seq_len": 8}
-RUN = {"model": TINY, "steps": 4, "every": 2, "lr": 0.01, "batch": 2, "seed": 3}
-
-
-def parse_sse(lines) -> list[tuple[str, dict]]:
-    """(event name, data) pairs of an SSE stream's lines (pings, comments skipped)."""
-    out, name, data = [], None, []
-    for line in lines:
-        if line.startswith("event:"):
-            name = line[6:].strip()
-        elif line.startswith("data:"):
-            data.append(line[5:].strip())
-        elif line == "" and name is not None:
-            out.append((name, json.loads("\n".join(data))))
-            name, data = None, []
-    return out
 
 
 @pytest.fixture
@@ -185,37 +163,6 @@ def test_attention_refusals_name_the_field(client, edit, status, field):
 # --------------------------------------------------------------------------------------
 # Real servers in subprocesses
 # --------------------------------------------------------------------------------------
-
-
-def start_server(workers: int = 1, env: dict | None = None):
-    port = free_port()
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "glassllm_service.sandbox_cli",
-         "--host", "127.0.0.1", "--port", str(port),
-         "--workers", str(workers), "--log-level", "warning"],
-        cwd=ROOT, env={**os.environ, **(env or {})}, stdout=subprocess.DEVNULL,
-        start_new_session=True)
-    url = f"http://127.0.0.1:{port}"
-    wait_healthy(url, proc, timeout=60)
-    return proc, url
-
-
-def stop_server(proc: subprocess.Popen) -> None:
-    if proc.poll() is None:
-        proc.terminate()
-        try:
-            proc.wait(timeout=15)
-        except subprocess.TimeoutExpired:
-            os.killpg(proc.pid, signal.SIGKILL)
-            proc.wait()
-
-
-def training_children(server_pid: int) -> list[int]:
-    """Pids of `python -m glassllm_service.training_runner` processes in the server's session."""
-    out = subprocess.run(["ps", "-o", "pid=,sid=,args=", "-e"], capture_output=True,
-                         text=True).stdout
-    return [int(line.split()[0]) for line in out.splitlines()
-            if "glassllm_service.training_runner" in line and int(line.split()[1]) == server_pid]
 
 
 def wait_until(predicate, limit: float = 30.0) -> bool:

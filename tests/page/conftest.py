@@ -1,0 +1,20 @@
+"""What the page's tests share: a fresh page of the playground per test, in the module's
+browser, against the module's sandbox (tests/conftest.py gives both); a JavaScript error
+on the page fails the test. A module that needs another start defines its own ``page``."""
+
+from __future__ import annotations
+
+import pytest
+
+
+@pytest.fixture
+def page(browser, url):
+    context = browser.new_context(viewport={"width": 1280, "height": 800})
+    pg = context.new_page()
+    errors: list[str] = []
+    pg.on("pageerror", lambda exc: errors.append(str(exc)))
+    pg.goto(url + "/")
+    pg.wait_for_selector("body[data-ready]")
+    yield pg
+    context.close()
+    assert not errors, f"JavaScript errors on the page: {errors}"
