@@ -1,4 +1,4 @@
-# The gradient sandbox (SPEC Part H) as an image for a course network (issue 13).
+# The gradient sandbox (SPEC Part H) as an image for a course network.
 # Nothing is fetched at run time: Swagger UI assets come from the fastapi-offline wheel,
 # the page from the glassllm wheel. Build with `make docker` (it picks or makes the base
 # and passes the build machine's pip index and CA as build-time-only inputs):

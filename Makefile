@@ -62,7 +62,7 @@ $(CHROMIUM):
 
 # openapi-python-client (a venv of its own) and openapi-typescript (npm), pinned in
 # tools/client_generators.py, under .tools/ (ignored); the OpenAPI client tests run them
-# offline (issue 16, docs/openapi-clients.md). Without npm the TypeScript test skips.
+# offline (docs/openapi-clients.md). Without npm the TypeScript test skips.
 .tools/.stamp-generators: tools/client_generators.py | $(VPY)
 	$(VPY) tools/client_generators.py install
 	touch $@
@@ -99,7 +99,7 @@ mutation: $(VENV)/.stamp-mutation
 clean:
 	rm -rf build dist *.egg-info .pytest_cache .ruff_cache test-artifacts mutants .tools
 
-# --- the course image (issue 13; docs/deploy.md) ---------------------------------------
+# --- the course image (docs/deploy.md) ---------------------------------------
 #   make docker       build glassllm:latest (official slim base if pullable, else a local
 #                     Debian base made with mmdebstrap from this machine's apt mirror)
 #   make docker-test  install/start the engine if needed, build, check the real container

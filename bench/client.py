@@ -1,4 +1,4 @@
-"""glassllm.apps.client's costs (issue 12's targets). Prints figures; asserts nothing.
+"""glassllm.apps.client's costs. Prints figures; asserts nothing.
 
     .venv/bin/python bench/client.py [--torch-python /tmp/torchvenv/bin/python] [-n 40]
 

@@ -1,4 +1,4 @@
-"""Benchmark: the erf behind the exact gelu (issue 14, item 8). Figures only, no assertion.
+"""Benchmark: the erf behind the exact gelu. Figures only, no assertion.
 
 Compares, per element on 10^6 float64 values:
   math.erf through np.frompyfunc   (what glassllm.autograd uses: stdlib, no new dependency)

@@ -1,4 +1,4 @@
-"""``GlassLM.generate`` with and without the KV cache (issue 15): same tokens, time each.
+"""``GlassLM.generate`` with and without the KV cache: same tokens, time each.
 
     .venv/bin/python bench/kv_cache.py [--repeats 5]
 

@@ -1,4 +1,4 @@
-"""A class at once (issue 9): the real sandbox, default settings, played by Locust.
+"""A class at once: the real sandbox, default settings, played by Locust.
 
 Starts ``glassllm-sandbox`` (default settings: slots = CPUs, queue 256, 5 s wait) on a
 free port and drives it headless with Locust (a well-kept load tool, gevent users; the

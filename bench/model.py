@@ -2,7 +2,7 @@
 
     python bench/model.py [--steps 30] [--warmup 5]
 
-Shape (issue 3): d=64, 2 layers, H=4, Hkv=2, F=192, n=64, B=8, V=256, float64.
+Shape: d=64, 2 layers, H=4, Hkv=2, F=192, n=64, B=8, V=256, float64.
 Prints median step time, tokens/s and peak memory for glassllm, and for PyTorch
 (float64, eager, the same math op for op, weights copied from glassllm) when torch is
 importable. Each framework runs in its own subprocess so their memory peaks do not mix.
@@ -216,7 +216,7 @@ def main() -> None:
         )
         print(
             f"glassllm / torch step time: {g['step_ms'] / t['step_ms']:.2f}x median, "
-            f"{g['min_step_ms'] / t['min_step_ms']:.2f}x min (target <= 1.0x, issue 18)"
+            f"{g['min_step_ms'] / t['min_step_ms']:.2f}x min (target <= 1.0x)"
         )
 
 

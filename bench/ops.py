@@ -1,11 +1,11 @@
-"""Benchmark: forward+backward time of every glassllm.autograd op (issue 2).
+"""Benchmark: forward+backward time of every glassllm.autograd op.
 
 For each op, at a small (8, 16) and a large (256, 512) size, prints the median time of
   glassllm  forward + backward through the graph engine,
   numpy     the same math written directly in NumPy, no graph (the floor),
   torch     PyTorch eager, CPU, float64 (only when torch is importable; never required),
 and the ratios glassllm/numpy and glassllm/torch, then per size the medians over the ops.
-Targets (issue 18): at (8, 16) a median <= 3x NumPy and <= 0.25x PyTorch; at (256, 512)
+Targets: at (8, 16) a median <= 3x NumPy and <= 0.25x PyTorch; at (256, 512)
 <= 1.2x NumPy for every op whose floor is not a free view (FREE_VIEW_FLOOR below).
 
     python bench/ops.py [--quick] [--no-shortcut]

@@ -1,4 +1,4 @@
-"""Sandbox latency and throughput (issue 4): p50 / p99 and requests/s at concurrency 1 and
+"""Sandbox latency and throughput: p50 / p99 and requests/s at concurrency 1 and
 16 for softmax (4, 8), matmul (256, 256) @ (256, 256) and /healthz (the framework floor),
 against the real server (uvicorn, loopback, free port), plus the in-process floor of the
 matmul round trip: orjson-decode the request, NumPy forward + backward, orjson-encode.
@@ -179,7 +179,7 @@ def main() -> None:
         med, lo, hi, h_rate, s_rate = interleaved_ratio(url, softmax, args.rounds, 0.5)
         print(f"softmax (4, 8) / healthz at concurrency 1, {args.rounds} alternating 0.5 s"
               f" windows: median {med:.2f}x (rounds {lo:.2f}-{hi:.2f}; {s_rate:.0f} vs"
-              f" {h_rate:.0f} req/s) (target >= 0.8x, issue 18)")
+              f" {h_rate:.0f} req/s) (target >= 0.8x)")
         print(f"matmul 256² floor (decode + NumPy fwd/bwd + encode, in-process):"
               f" {matmul_floor(matmul):.2f} ms")
     finally:

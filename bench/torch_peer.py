@@ -1,4 +1,4 @@
-"""The endpoints a user would otherwise write (issue 12's benchmark peers): PyTorch behind
+"""The endpoints a user would otherwise write: PyTorch behind
 FastAPI, a (256, 256) @ (256, 256) matmul forward and backward in float64.
 
     /tmp/torchvenv/bin/python bench/torch_peer.py --port 8100

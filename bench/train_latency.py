@@ -1,4 +1,4 @@
-"""The Train view's targets (issue 15), measured against a real sandbox (uvicorn, loopback):
+"""The Train view's targets, measured against a real sandbox (uvicorn, loopback):
 
 1. a (4, 8) softmax request's p50 / p99 with no run, then while a default 300-step run
    trains (target: p99 while training ≤ 2× idle);

@@ -1,4 +1,4 @@
-"""``make docker-test``'s course-deployment check: deploy/compose.yaml for real (issue 13).
+"""``make docker-test``'s course-deployment check: deploy/compose.yaml for real.
 
 Brings the deployment up with the compose implementation Debian packages (``docker-compose``
 v1, or the ``docker compose`` plugin where it exists), on a free port of 127.0.0.1 only,

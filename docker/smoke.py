@@ -1,4 +1,4 @@
-"""``make docker-test``'s checks, against the real container (issue 13).
+"""``make docker-test``'s checks, against the real container.
 
 Runs the image locked down (``--read-only --tmpfs /tmp --cap-drop ALL --security-opt
 no-new-privileges``), on a port of 127.0.0.1 only, and checks what a course relies on:

@@ -1,4 +1,4 @@
-"""Grade a hand-written softmax backward against the gradient sandbox (issue 12).
+"""Grade a hand-written softmax backward against the gradient sandbox.
 
     python examples/autograde.py --url http://127.0.0.1:8000 \\
         --submission examples/student_softmax.py --results results.json

@@ -318,7 +318,7 @@ def cross_entropy_rule(logits: tuple[int, ...], targets: Any) -> Rule:
         raise ShapeError("targets", f"cross_entropy: targets must have shape (N,) ="
                                     f" ({logits[0]},) to match logits {logits}, got {shape}")
     # the gather logits[arange(N), targets]: only the targets can be out of bounds (axis 1);
-    # checked directly, as index_shape would, without its general pass (issue 18: per op)
+    # checked directly, as index_shape would, without its general pass (per op)
     values, n = np.asarray(targets), logits[1]
     if values.dtype.kind not in "iu":  # floats, bools: index_shape's refusals, word for word
         index_shape(logits, (np.arange(logits[0]), values))

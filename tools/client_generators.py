@@ -1,4 +1,4 @@
-"""The two client generators of issue 16, installed once, then run offline.
+"""The two most used OpenAPI client generators, installed once, then run offline.
 
     python tools/client_generators.py install      # make test runs this (needs the network once)
     python tools/client_generators.py generate OUT  # /openapi.json → OUT/python, OUT/typescript

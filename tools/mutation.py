@@ -1,5 +1,5 @@
-"""`make mutation`: mutation testing of the core and the service's limits with mutmut 3
-(issue 17). Not part of `make test` or CI: it takes up to ~30 minutes on 2 cores.
+"""`make mutation`: mutation testing of the core and the service's limits with mutmut 3.
+Not part of `make test` or CI: it takes up to ~30 minutes on 2 cores.
 
 What it does:
 

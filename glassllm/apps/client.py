@@ -1,4 +1,4 @@
-"""A Python client for the gradient sandbox (issue 12): numpy in, numpy out, exactly.
+"""A Python client for the gradient sandbox: numpy in, numpy out, exactly.
 
     >>> from glassllm.apps.client import Sandbox
     >>> with Sandbox("http://127.0.0.1:8000") as sb:             # doctest: +SKIP

@@ -1,4 +1,4 @@
-"""Compare a claimed array with the expected one, element by element (issue 12).
+"""Compare a claimed array with the expected one, element by element.
 
 The core of ``POST /api/v1/check`` and usable offline: an autograder holding the expected
 gradient calls `compare` directly. Pure NumPy.

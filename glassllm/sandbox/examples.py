@@ -1,4 +1,4 @@
-"""Every example of SPEC Part L as a ready ``POST /api/v1/eval`` request (issue 5).
+"""Every example of SPEC Part L as a ready ``POST /api/v1/eval`` request.
 
 Used by ``GET /api/v1/examples``, the page's gallery and the tests. Inputs and expected
 numbers come from the registry's examples (`glassllm.sandbox.registry`), so no number is written
@@ -63,7 +63,7 @@ EXAMPLES: list[dict] = [
 
 def _complete(example: dict) -> dict:
     """Fill what ``expected`` leaves out (value, or a variable's gradient) with the
-    library's own answer (issue 12); a test checks it against central differences."""
+    library's own answer; a test checks it against central differences."""
     from glassllm.sandbox.expr import evaluate  # expr imports registry, as we do
     r = evaluate(**example["request"])
     stated = example["expected"]

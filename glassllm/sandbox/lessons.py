@@ -1,4 +1,4 @@
-"""Lessons: prepared cases with two or three sentences on what to notice (issue 14, item 7).
+"""Lessons: prepared cases with two or three sentences on what to notice.
 
 Each lesson is a ready ``POST /api/v1/eval`` request and its notes. Every note is a sentence
 for the student *and* the claims that make it true, so ``tests/library/test_lessons.py`` checks each

@@ -13,7 +13,7 @@ makes every thread allocate from the one main arena: glibc gives threads up to 8
 per core, each keeping its own freed memory, so a server whose worker threads take turns
 would hold several copies of its working set; and a thread arena (a 64 MiB mapping of its
 own) kept 4–28 MB resident in the sandbox after `trim_free_memory()` while glibc counted
-nearly all of it free, where the main arena's free pages all went back (issue 9).
+nearly all of it free, where the main arena's free pages all went back.
 `trim_free_memory()` hands every free page back to the operating system (the sandbox
 calls it when its computations have been idle for a moment, after a burst:
 glassllm_service/memory.py). Neither is ever called on import: a library must not

@@ -8,7 +8,7 @@ Arrays travel as JSON numbers and nested lists of float64. Non-finite floats tra
 strings ``"NaN"``, ``"Infinity"``, ``"-Infinity"`` (``"nan"``, ``"inf"``, ``"-inf"`` are also
 accepted on input). Every refusal is a `WireError` that names the input and the rule broken.
 
-Exact binary arrays (issue 12): anywhere an array is accepted it may also travel as
+Exact binary arrays: anywhere an array is accepted it may also travel as
 ``{"dtype": "float64", "shape": [2, 3], "base64": "..."}``, the little-endian bytes of the
 array in C order, base64-encoded (RFC 4648, with padding). Float inputs take ``float64``
 (or ``float32``, ``int64``, ``int32``, widened as JSON numbers are); integer inputs

@@ -166,7 +166,7 @@ class Admission:
         """Before a request's body is read: when every slot is busy and the queue is full,
         `slot` would refuse it once its body was read, decoded and planned, so refuse it now
         (the same 503 ``queue_full``). Under an overload this keeps refused requests from
-        reading and decoding megabytes each (issue 9: RSS after an overload).
+        reading and decoding megabytes each (RSS after an overload).
 
         Raises: `ApiError` 503 ``queue_full`` with Retry-After.
         """
@@ -290,7 +290,7 @@ def client_key(request: Any) -> str:
 # A computation whose planned cost (elements + multiply-adds) is at most this runs on the
 # event loop itself, inside its slot: a (4, 8) softmax takes microseconds, less than the
 # hop to a worker thread and back; ~20k is well under a millisecond of NumPy work, so the
-# loop is never held for long (issue 18).
+# loop is never held for long.
 INLINE_COST = 20_000
 
 

@@ -1,4 +1,4 @@
-"""An optional bearer token for a sandbox put on a network (issue 9).
+"""An optional bearer token for a sandbox put on a network.
 
 With ``GLASSLLM_API_TOKEN`` set, every ``POST /api/v1/...`` needs
 ``Authorization: Bearer <token>``. Health probes, the page, its assets, the docs, the

@@ -95,7 +95,7 @@ async def read_json_then(request: Request, settings: Settings,
     same step: for a large body both run in one worker thread, under one token of the
     decode limiter. The parsed body (Python lists, several times its bytes) thus never
     waits in a queue, so at most 2 × slots of them are alive however many clients send
-    big bodies at once (issue 9: a 512-client overload peaked at 785 MB when parsed bodies
+    big bodies at once (a 512-client overload peaked at 785 MB when parsed bodies
     queued for the prepare step).
 
     `queued` (the default): the request goes on to wait for a compute slot
@@ -183,7 +183,7 @@ def _parse(body: bytes, settings: Settings, op: str | None) -> tuple[Any, bool]:
 
 def _check_depth_cheaply(body: bytes, settings: Settings, op: str | None) -> None:
     # Nesting needs an opening bracket per level: a body with no more [ and { than the
-    # limit cannot be too deep, and two C-speed counts spare the scan (issue 18).
+    # limit cannot be too deep, and two C-speed counts spare the scan.
     if body.count(b"[") + body.count(b"{") > settings.max_json_depth:
         check_depth(body, settings, op=op)
 

@@ -46,7 +46,7 @@ def encode_value(arr: np.ndarray) -> Any:
     return np.ascontiguousarray(arr)
 
 
-# How an answer's arrays travel (issue 12): every compute route reads the request's
+# How an answer's arrays travel: every compute route reads the request's
 # "encoding" with `encoding_of` and writes its arrays with `encode_as` / `computed`.
 ENCODINGS = ("json", "base64")
 

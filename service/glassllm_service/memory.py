@@ -1,4 +1,4 @@
-"""Memory back to the OS after a burst (issue 9: RSS after a class's load stays near the
+"""Memory back to the OS after a burst (RSS after a class's load stays near the
 warmed state).
 
 A burst of large requests (a queue of (256, 256) matmuls, an overload of 512 clients)

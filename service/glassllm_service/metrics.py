@@ -1,4 +1,4 @@
-"""Prometheus metrics at ``/metrics`` with the standard client library (issue 9).
+"""Prometheus metrics at ``/metrics`` with the standard client library.
 
 Labels come from bounded sets only: route templates (``/api/v1/ops/{name}``, one per
 registry op), registry op names, status codes, lanes and refusal reasons — never a raw

@@ -1,5 +1,5 @@
 """One access-log line per request, an ``X-Request-ID`` on every answer, and the request
-metrics (issue 9). A plain ASGI middleware: it times the whole answer, 401s, 405s and
+metrics. A plain ASGI middleware: it times the whole answer, 401s, 405s and
 CORS preflights included, and never buffers a body.
 
 The line (``GLASSLLM_LOG_FORMAT=plain``, the default)::

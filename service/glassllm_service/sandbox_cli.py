@@ -101,7 +101,7 @@ def main(argv: list[str] | None = None) -> None:
 
         # Fail here, with the friendly sentence, but without importing the app: with
         # --workers N each worker imports it, and the supervisor importing it too would
-        # add a second or so to a container's cold start (issue 13).
+        # add a second or so to a container's cold start.
         for module in SERVICE_MODULES:
             if importlib.util.find_spec(module) is None:
                 raise ImportError(f"No module named {module!r}")

@@ -20,7 +20,7 @@ COMPONENTS: dict[str, dict] = {
     "NonFinite": NONFINITE,
     "Float": {"anyOf": [{"type": "number"}, {"$ref": "#/components/schemas/NonFinite"}]},
     "Base64Array": {
-        "description": "an exact binary array (issue 12): the little-endian bytes of the array"
+        "description": "an exact binary array: the little-endian bytes of the array"
                        " in C order, base64-encoded; prod(shape) * itemsize bytes",
         "type": "object", "required": ["dtype", "shape", "base64"],
         "additionalProperties": False, "properties": {

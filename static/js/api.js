@@ -1,5 +1,5 @@
 // Every HTTP call of the page goes through here: one place for what every request needs
-// (headers, the body's JSON, retries and the access token). Issue 9: a class presses Run
+// (headers, the body's JSON, retries and the access token). A class presses Run
 // in the same minute, so a busy sandbox is normal, not the student's fault.
 // - 503: wait Retry-After plus a random jitter (so thirty tabs do not retry in the same
 //   instant), a few tries, then a BusyError the page shows apart from input errors.

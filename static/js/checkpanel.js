@@ -1,4 +1,4 @@
-// "Check my gradient" (issue 12 item 4): after a case runs, the student picks one array
+// "Check my gradient": after a case runs, the student picks one array
 // the sandbox computed (the value, or the gradient of a differentiable input), pastes
 // their own by-hand answer, and presses Check. The page posts the case on screen plus
 // `claimed` to POST /api/v1/check (docs/http.md) and shows the verdict per element as a

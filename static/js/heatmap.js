@@ -172,7 +172,7 @@ export function heatmap(value, { title, role = "value", name = "" } = {}) {
 }
 
 // --------------------------------------------------------------------------------------
-// scalars, and arrays too wide for numbers in their cells (issue 14)
+// scalars, and arrays too wide for numbers in their cells
 // --------------------------------------------------------------------------------------
 
 const COMPACT_COLS = 8;          // wider than this: colour-only cells

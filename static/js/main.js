@@ -5,13 +5,13 @@
 
 import { addVariable, caseChanged, opAsExpression, setMode, showOp } from "./case.js";
 import { load } from "./catalogue.js";
-import { wireCheckPanel } from "./checkpanel.js"; // "check my gradient" (issue 12)
+import { wireCheckPanel } from "./checkpanel.js"; // "check my gradient"
 import { run } from "./run.js";
 import { copyCurl, copyLink, copyPython, restoreFromLink } from "./share.js";
 import { showStep } from "./stepper.js";
 import { hideNotes, loadLessons, onesSeed, randomSeed, suggestVariables } from "./teach.js";
 import { $, setStatus, state } from "./state.js";
-import "./train.js"; // the Train view (issue 15) wires itself
+import "./train.js"; // the Train view wires itself
 
 function wire() {
   $("#run").addEventListener("click", run);
@@ -45,7 +45,7 @@ function wire() {
   $("#copy-python").addEventListener("click", copyPython);
   $("#copy-curl").addEventListener("click", copyCurl);
   window.addEventListener("hashchange", () => { if (restoreFromLink()) run(); });
-  wireCheckPanel();                                           // issue 12: check my gradient
+  wireCheckPanel();                                           // check my gradient
 }
 
 async function main() {

@@ -20,7 +20,7 @@ function fieldsNamed(names) {
   return names.flatMap((n) => fields.filter((f) => f.dataset.input === n));
 }
 
-/** The busy notice (issue 9): a polite status, styled apart from the red input errors. */
+/** The busy notice: a polite status, styled apart from the red input errors. */
 export function busyNotice() {
   return el("p", { class: "msg busy", role: "status", text: BUSY_TEXT });
 }

@@ -59,7 +59,7 @@ function selectNode(id) {
 }
 
 /** A composite op opened up: its composition of primitive ops as a graph of its own, every
- *  inner node with its value and gradient (POST /api/v1/eval with expand, issue 14). */
+ *  inner node with its value and gradient (POST /api/v1/eval with expand). */
 function expansionView(n) {
   const ex = n.expansion;
   const inner = ex.nodes.map((m) => ({ ...m, value: fromWire(m.value), grad: m.grad == null ? m.grad : fromWire(m.grad) }));

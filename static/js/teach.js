@@ -1,4 +1,4 @@
-// What turns the playground into a place to learn (issue 14): the lessons (GET
+// What turns the playground into a place to learn: the lessons (GET
 // /api/v1/lessons), a seed that explains itself, variables created from the expression,
 // and bringing a result into view on a narrow screen.
 

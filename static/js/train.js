@@ -1,4 +1,4 @@
-// The Train view (issue 15): train glassllm's tiny LM from the page and watch it learn.
+// The Train view: train glassllm's tiny LM from the page and watch it learn.
 //
 // POST /api/v1/train answers with the run itself, a Server-Sent-Events stream (read with
 // api.js's postStream, since an event source cannot POST); Stop aborts the request, which

@@ -1,4 +1,4 @@
-"""The course deployment (issue 13), checked offline: deploy/kubernetes/ against the
+"""The course deployment, checked offline: deploy/kubernetes/ against the
 Kubernetes OpenAPI schemas (kubernetes-validate ships them), its probes and resources
 against the sandbox's routes and GLASSLLM_* limits, and deploy/compose.yaml and the
 Dockerfile against glassllm_service/settings.py. No Docker engine needed: `make docker-test`
@@ -99,7 +99,7 @@ def test_resources_match_the_limits():
     res = container()["resources"]
     cpu = quantity(res["limits"]["cpu"])
     assert cpu == quantity(res["requests"]["cpu"]) == 1          # one worker per pod
-    # the sandbox's own default: one compute slot per CPU of the quota (issue 9: workers ×
+    # the sandbox's own default: one compute slot per CPU of the quota (workers ×
     # slots × BLAS threads fit the CPUs; more requests wait in the queue)
     assert int(data["GLASSLLM_MAX_CONCURRENCY"]) == cpu
     # memory: a worker (~80 MiB measured idle) + every concurrent computation at 72 bytes

@@ -27,7 +27,7 @@ def test_dockerfile_uses_the_shared_steps():
 
 
 def test_dockerfile_is_multi_stage_and_the_final_stage_downloads_nothing():
-    """Issue 13: the builder downloads (with the build machine's CA as a BuildKit secret);
+    """The builder downloads (with the build machine's CA as a BuildKit secret);
     the image is the base, /opt/venv and a user: no pip, no compiler, no machine's CA."""
     text = (ROOT / "Dockerfile").read_text()
     stages = re.split(r"^FROM ", text, flags=re.M)[1:]
@@ -109,7 +109,7 @@ def _pins(names: tuple[str, ...]) -> str:
 ])
 def test_each_lock_pins_every_dependency_of_pyproject(lock, extras):
     """A dependency added to pyproject.toml without `make lock` fails here, named, rather
-    than as an ImportError in the image or in CI (issue 13: installs come from the locks)."""
+    than as an ImportError in the image or in CI (installs come from the locks)."""
     import tomllib
 
     from packaging.requirements import Requirement

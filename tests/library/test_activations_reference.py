@@ -1,4 +1,4 @@
-"""relu, tanh, sqrt and gelu (both approximations) against PyTorch's definitions (issue 14).
+"""relu, tanh, sqrt and gelu (both approximations) against PyTorch's definitions.
 
 Values and gradients (grad_output = ones) come from tests/reference/activation_torch_refs.json,
 written by tests/reference/make_activation_torch_refs.py with PyTorch 2.13 in float64; these

@@ -1,4 +1,4 @@
-"""The CLI's input checks (QA pass on issue 3): bad options exit 2 with an argparse-style
+"""The CLI's input checks: bad options exit 2 with an argparse-style
 message naming the option and its rule, never a traceback; a diverging run saves nothing."""
 
 import json
@@ -125,7 +125,7 @@ def test_train_function_raises_training_diverged_on_nan_lr():
     data = np.arange(64) % 256
     with np.errstate(all="ignore"), pytest.raises(TrainingDiverged, match="at step 2 of 3"):
         train(GlassLM(config), data, steps=3, batch_size=2, lr=1e300)
-    # A nan lr is refused before any step, as torch.optim does (issue 11, item 8).
+    # A nan lr is refused before any step, as torch.optim does.
     with pytest.raises(ValueError, match=r"lr must be a finite number >= 0\.0, got nan"):
         train(GlassLM(config), data, steps=3, batch_size=2, lr=float("nan"))
 

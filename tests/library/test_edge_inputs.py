@@ -1,6 +1,6 @@
-"""Issue 11 (hardening round 2): tied parameters (2), small integer id dtypes (3), a
-Tensor's truth value and other protocols (4), output a terminal cannot encode (7),
-boundaries that convert silently (8), and the decisions on reductions over empty axes."""
+"""The library at its edges (docs/hardening.md): tied parameters, small integer id dtypes,
+a Tensor's truth value and other protocols, output a terminal cannot encode, boundaries
+that convert silently, and the decisions on reductions over empty axes."""
 
 import os
 import subprocess
@@ -414,7 +414,7 @@ def test_head_counts_must_be_ints():
     x = Tensor(np.zeros((1, 2, 4)))
     w = [Tensor(np.zeros(s)) for s in [(4, 4), (4, 2), (4, 2), (4, 4)]]
     cos, sin = rope_angles(2, 2)
-    # the wording of issue 10's one rule for counts (glassllm.shapes.positive_count)
+    # the wording of the one rule for counts (glassllm.shapes.positive_count)
     with pytest.raises(TypeError, match=r"n_heads must be a positive int, got 2\.0"):
         attention(x, *w, 2.0, 1, cos, sin)
     with pytest.raises(TypeError, match="n_kv_heads must be a positive int, got True"):

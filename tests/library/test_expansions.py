@@ -1,4 +1,4 @@
-"""Composite ops opened up (issue 14, item 2): the composition of primitive ops that
+"""Composite ops opened up: the composition of primitive ops that
 ``evaluate(..., expand=True)`` shows inside a node of cross_entropy, attention, rms_norm,
 swiglu or transformer_block gives the op's value and gradients, for a random
 incoming gradient, and every inner node carries a value and (where it depends on a

@@ -1,4 +1,4 @@
-"""Issue 11 items 5 and 6: source positions as Python's tokenizer counts them, and one
+"""Source positions as Python's tokenizer counts them, and one
 message per kind of refusal in every slot of the expression evaluator (H4).
 
 Positions in the API are Unicode code points (Python ``str`` indices, docs/http.md

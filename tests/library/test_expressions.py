@@ -1,4 +1,4 @@
-"""Composed expressions (issue 5): POST /api/v1/eval, GET /api/v1/examples, glassllm.sandbox.expr.
+"""Composed expressions: POST /api/v1/eval, GET /api/v1/examples, glassllm.sandbox.expr.
 
 Clauses: Part L examples (L3.2, L3.5, L4.1-L4.3, L5.1, L5.2, L6.1, L6.3), L0.5 (the
 broadcast ledger), L0.6 (constants get no gradient), H2 (default grad_output), H3 (strict

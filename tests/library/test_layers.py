@@ -1,4 +1,4 @@
-"""glassllm.layers functional forms (SPEC L6.2, L7; issue 3): values, gradients, causality,
+"""glassllm.layers functional forms (SPEC L6.2, L7): values, gradients, causality,
 GQA vs multi-head attention, RoPE's relative-position property, errors."""
 
 import doctest
@@ -186,7 +186,7 @@ def _mha_reference(x, wq, wk, wv, wo, n_heads, n_kv_heads, theta=10000.0):
 
 @pytest.mark.parametrize("n_heads,n_kv_heads", [(4, 4), (4, 2), (4, 1), (2, 2)])
 def test_attention_equals_independent_reference(n_heads, n_kv_heads):
-    # Hkv == H is plain multi-head attention (issue 3); GQA and MQA check the sharing.
+    # Hkv == H is plain multi-head attention; GQA and MQA check the sharing.
     rng = np.random.default_rng(7)
     B, n, d = 2, 5, 16
     x = rng.normal(size=(B, n, d))

@@ -1,5 +1,5 @@
-"""Every sentence of every lesson is checked against the numbers the lesson produces
-(issue 14, item 7): the claims live beside the text in glassllm/sandbox/lessons.py."""
+"""Every sentence of every lesson is checked against the numbers the lesson produces: the
+claims live beside the text in glassllm/sandbox/lessons.py."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""GlassLM, Module, optimizers, tokenizer, training and the CLI (SPEC L7; issue 3)."""
+"""GlassLM, Module, optimizers, tokenizer, training and the CLI (SPEC L7)."""
 
 import doctest
 import json
@@ -313,7 +313,7 @@ def test_default_corpus_is_shipped():
 
 
 def test_training_default_config_drops_loss_well_below_ln256():
-    # Issue 3: the default tiny config on the default corpus. Measured: 6.15 at step 1,
+    # the default tiny config on the default corpus. Measured: 6.15 at step 1,
     # about 1.2 averaged over steps 281-300, in ~8 s on 2 cores.
     data = ByteTokenizer().encode(default_corpus())
     result = train(GlassLM(GlassConfig()), data, steps=300, seed=0)

@@ -70,7 +70,7 @@ def test_sigmoid_matches_the_textbook_formula_in_the_safe_range():
 
 def test_sigmoid_gives_the_bits_of_the_select_on_the_sign():
     """exp(min(x, 0)) / (1 + exp(-|x|)) is where(x >= 0, r, exp(-|x|)·r) bit for bit
-    (issue 18: the select cost ~10x the arithmetic, so it went)."""
+    (the select cost ~10x the arithmetic, so it went)."""
     rng = np.random.default_rng(4)
     x = np.concatenate([rng.normal(size=4000) * scale for scale in (1, 10, 100, 1000)]
                        + [[0.0, -0.0, 1e-300, -1e-300, 744.9, -744.9, 746.0, -746.0, 1e308,
@@ -231,7 +231,7 @@ def test_shape_axis_and_index_errors_are_numpys(call, err):
 @pytest.mark.parametrize(
     "ids_shape, d",
     # small: np.add.at itself; (300,) x 20 and (16, 40) x 9 pass _AT_ELEMENTS (4096): the
-    # sorted reduceat path (issue 18)
+    # sorted reduceat path
     [((20,), 3), ((4, 6), 3), ((0,), 3), ((2, 3, 4), 3), ((300,), 20), ((16, 40), 9)],
 )
 def test_embedding_backward_equals_np_add_at(ids_shape, d):
@@ -429,7 +429,7 @@ def test_zero_base_power_gradient_follows_pytorch():
 
 @pytest.mark.parametrize("repeats", [1, 2, 3, 7])
 def test_repeat_kv_backward_is_exactly_the_sum_over_the_copies(repeats):
-    """L6.3, issue 18: the backward adds the copies one contiguous slice at a time; the
+    """L6.3: the backward adds the copies one contiguous slice at a time; the
     result is bit for bit `g.reshape(B, Hkv, repeats, n, dk).sum(axis=2)`, and the leaf
     owns it."""
     rng = np.random.default_rng(repeats)

@@ -1,6 +1,6 @@
 """Every op's backward against central finite differences (glassllm.gradcheck).
 
-Issue 2: scalars (), size-1 axes, broadcasting both ways, keepdims, negative axes,
+Scalars (), size-1 axes, broadcasting both ways, keepdims, negative axes,
 1-D and batched matmul, getitem with repeated advanced indices, where with a
 broadcast condition — and a random (not all-ones) grad_output each time, so a
 backward that ignores g or transposes it would fail.

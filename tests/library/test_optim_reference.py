@@ -1,4 +1,4 @@
-"""SGD and AdamW against an independent reference, ``torch.optim`` (issue 17, kind 5).
+"""SGD and AdamW against an independent reference, ``torch.optim``.
 
 The values come from tests/reference/optim_torch_refs.json, written by
 tests/reference/make_optim_torch_refs.py with PyTorch 2.13 in float64; these tests never

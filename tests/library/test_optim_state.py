@@ -1,5 +1,5 @@
 """Optimizer state per parameter, tied parameters, optimizer state_dict and clipping of
-non-finite gradients, against PyTorch 2.13's numbers (issue 11, items 1-2).
+non-finite gradients, against PyTorch 2.13's numbers.
 
 The reference values come from tests/reference/make_optim_refs.py (run with torch);
 this file does not import torch.

@@ -49,7 +49,7 @@ def test_tune_malloc_keeps_freed_arrays_in_the_heap_and_import_changes_nothing()
 
 # Eight threads allocate at once; glibc's malloc_stats() prints one "Arena n:" block per
 # arena on stderr. Untuned, threads get arenas of their own; tuned, they share the main one
-# (a thread arena kept its freed memory resident after the idle trim: issue 9).
+# (a thread arena kept its freed memory resident after the idle trim).
 ARENAS = """
 import ctypes, sys, threading
 import numpy as np

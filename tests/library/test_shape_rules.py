@@ -1,4 +1,4 @@
-"""Every op's shape rule against something independent of it (issue 10, SPEC H5, L0.4, L0.5).
+"""Every op's shape rule against something independent of it (SPEC H5, L0.4, L0.5).
 
 For each op of the registry, hypothesis draws many random shapes (and axes, indices,
 head counts) and checks its plan — the op's one shape rule — against NumPy and against
@@ -297,7 +297,7 @@ def test_the_shape_rule_agrees_with_numpy_and_a_real_backward(name, data):
 
 
 # --------------------------------------------------------------------------------------
-# where two paths disagreed, one wins (issue 10)
+# where two paths disagreed, one wins
 # --------------------------------------------------------------------------------------
 
 @pytest.mark.parametrize("call", [
@@ -355,7 +355,7 @@ def _attention_body(**change) -> dict:
 
 @pytest.mark.parametrize("count", ["n_heads", "n_kv_heads"])
 def test_a_head_count_below_one_is_422_through_the_ops_and_the_eval_route(client, count):
-    """The disagreement of issue 10: the op route's plan said 422 (a wrong int value), the
+    """Where two paths disagreed: the op route's plan said 422 (a wrong int value), the
     layer's own check a ShapeError (400). The 422 wins on every path, naming the count."""
     r = client.post("/api/v1/ops/attention", json=_attention_body(**{count: 0}))
     assert r.status_code == 422, r.text

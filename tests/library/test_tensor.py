@@ -1,4 +1,4 @@
-"""Tensor, the backward engine and no_grad (L0, issue 2)."""
+"""Tensor, the backward engine and no_grad (L0)."""
 
 import ast
 import inspect
@@ -24,7 +24,7 @@ def test_autograd_all_is_exactly_the_spec_names_sorted():
         "add sub mul div neg pow exp log matmul tsum mean max reshape transpose getitem where "
         "embedding masked_fill softmax log_softmax softmax_np sigmoid silu cross_entropy "
         "cross_entropy_grad rope repeat_kv "
-        "relu tanh sqrt gelu gelu_tanh"  # issue 14: micrograd's and the field's activations
+        "relu tanh sqrt gelu gelu_tanh"  # micrograd's and the field's activations
     }
     names = set(next(iter(spec)).split())
     assert set(ag.__all__) == names
@@ -316,7 +316,7 @@ def test_numpy_array_of_a_tensor_is_a_writable_copy_asarray_a_read_only_view():
 
 
 def test_backward_hands_over_a_fresh_gradient_and_copies_any_aliased_one():
-    """Issue 18: no copy nobody needs, and a copy wherever the array is reachable (L0.5).
+    """No copy nobody needs, and a copy wherever the array is reachable (L0.5).
 
     mul's gradients are new arrays sent to one place each: handed over (the arrays the
     closure made are the leaf's .grad). add's backward sends the one incoming `g` to both
@@ -361,7 +361,7 @@ def test_leaf_grad_is_never_a_view_of_another_array():
 
 
 def test_one_op_on_leaves_gets_every_leaf_once_and_shared_uses_summed():
-    """L0.5 (the engine's shortcut for one op on leaves, issue 18): a leaf used twice gets
+    """L0.5 (the engine's shortcut for one op on leaves): a leaf used twice gets
     the sum of both uses, a leaf that does not require grad gets nothing, and the same
     graph one op deeper gives the same gradients as the general walk."""
     x = Tensor([[1.0, -2.0], [3.0, 0.5]], requires_grad=True)
@@ -378,7 +378,7 @@ def test_one_op_on_leaves_gets_every_leaf_once_and_shared_uses_summed():
 
 
 def test_one_op_on_leaves_copies_an_array_it_sends_to_both_inputs_and_accumulates():
-    """Issue 18 (the engine's shortcut for one op on leaves): a new array a backward
+    """The engine's shortcut for one op on leaves: a new array a backward
     returns for both inputs is one array two leaves would share, so each gets a copy; a
     leaf that already holds a gradient gets the sum (L0.5)."""
     a = Tensor([1.0, 2.0], requires_grad=True)

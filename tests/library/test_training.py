@@ -1,5 +1,5 @@
 """glassllm.training.stream: the event stream, weights as JSON, attention maps and their gradients,
-and the KV cache of ``generate`` (issue 15)."""
+and the KV cache of ``generate``."""
 
 from __future__ import annotations
 
@@ -146,7 +146,7 @@ def test_attention_gradients_match_finite_differences():
 
 
 def test_train_events_order_and_the_cli_loss_curve_bit_for_bit():
-    # issue 15 §4: train_events (what /api/v1/train streams) and train (what `glassllm
+    # train_events (what /api/v1/train streams) and train (what `glassllm
     # train` runs) give the same losses, bit for bit, for the same seed and settings.
     config = GlassConfig(d_model=16, n_layers=1, n_heads=2, n_kv_heads=1, ffn_hidden=32,
                          max_seq_len=16)

@@ -1,4 +1,4 @@
-"""The page under a busy or guarded sandbox (issue 9), in headless Chromium: a 503 is
+"""The page under a busy or guarded sandbox, in headless Chromium: a 503 is
 retried after Retry-After (+ jitter) and then succeeds; a sandbox busy on every try shows
 a neutral "not your formula" notice, never a red input error; a 401 asks for the token
 once and sends it as a Bearer header. The 503s and the 401 are routed by Playwright, so

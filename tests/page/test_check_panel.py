@@ -1,4 +1,4 @@
-"""The playground's "check my gradient" panel (issue 12 item 4) in a real headless Chromium
+"""The playground's "check my gradient" panel in a real headless Chromium
 against the real sandbox: after a run the student pastes their gradient for one input and
 the page shows POST /api/v1/check's verdict per element (blue match / orange mismatch
 cells, each also labelled in words) and the summary; a wrong shape is a message naming the

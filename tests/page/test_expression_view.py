@@ -19,7 +19,7 @@ pytestmark = [pytest.mark.browser, pytest.mark.slow]
 
 def needs_eval(url: str) -> None:
     if httpx.post(url + "/api/v1/eval", json={}).status_code in (404, 405):
-        pytest.skip("POST /api/v1/eval (issue 5) is not served yet")
+        pytest.skip("POST /api/v1/eval is not served")
 
 
 def step_through(pg) -> list[str]:

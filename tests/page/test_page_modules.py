@@ -1,4 +1,4 @@
-"""The page's modules (issue 10, P1): ES modules by job, every HTTP call in one module,
+"""The page's modules (P1): ES modules by job, every HTTP call in one module,
 and no copy of what the server sends (op lists, input kinds). Static reads of static/js;
 the behaviour itself is tested in a real browser by test_page.py."""
 

@@ -312,6 +312,6 @@ def test_negative_zero_travels_and_shows_as_itself(page, browser, url):
 
 
 # --------------------------------------------------------------------------------------
-# issue 10: every clause id the page shows links to its anchor in the served contract
+# every clause id the page shows links to its anchor in the served contract
 # --------------------------------------------------------------------------------------
 

@@ -21,7 +21,7 @@ def test_permalink_round_trip_reopens_the_same_case(page, browser):
     page.fill("#in-axis", "0")
     page.uncheck("#in-a-grad")
     page.check("#in-a-grad")
-    # the seed box is always visible (issue 14): seed the backward with one-hot
+    # the seed box is always visible: seed the backward with one-hot
     page.fill("#grad-output", "[[1, 0, 0], [0, 0, 0]]")
     click_and_wait(page, "#run")
     value = table(page, "value")

@@ -1,4 +1,4 @@
-"""The teaching views of the page (issue 14) in headless Chromium against a real sandbox:
+"""The teaching views of the page in headless Chromium against a real sandbox:
 the lessons run with no console error, the step-through shows a rule with numbers, a
 30-node graph lays out with no overlapping boxes and no label under 11 px, a (16, 32)
 heatmap fits its panel, variables are created from the expression, the caret sits under

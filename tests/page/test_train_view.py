@@ -1,4 +1,4 @@
-"""The page's Train view (issue 15) in headless Chromium against a real sandbox: the loss
+"""The page's Train view in headless Chromium against a real sandbox: the loss
 curve grows while a run trains (waiting on events, never on time), Stop ends the run,
 attention heatmaps render with token labels on both axes, no console errors, and axe-core
 finds no accessibility violation. Screenshots go to test-artifacts/train-*.png.

@@ -1,5 +1,5 @@
 """Make tests/reference/optim_refs.json: PyTorch's AdamW, SGD and clip_grad_norm_ on
-late, skipped and tied parameters (issue 11, items 1-2 and the clipping decision).
+late, skipped and tied parameters, and the clipping of a non-finite norm.
 
 Run it with PyTorch installed (the test suite does not import torch):
 

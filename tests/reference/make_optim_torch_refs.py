@@ -1,5 +1,5 @@
 """Generate tests/reference/optim_torch_refs.json: torch.optim's SGD and AdamW trajectories,
-the independent reference of tests/library/test_optim_reference.py (issue 17, kind 5).
+the independent reference of tests/library/test_optim_reference.py.
 
 The tests never import torch (its wheel is large, and a skipped test checks nothing); they
 read the values written here. Regenerate with a throw-away venv:

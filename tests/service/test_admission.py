@@ -1,4 +1,4 @@
-"""Admission (issue 9, H5): requests wait for a compute slot in a bounded queue; small work
+"""Admission (H5): requests wait for a compute slot in a bounded queue; small work
 is not stuck behind large; clients take turns; a hang-up leaves the queue unrun.
 
 Every test holds slots with tasks it releases through events it controls: no test
@@ -371,7 +371,7 @@ def test_with_waiting_off_the_refusal_says_so():
 
 def test_over_http_a_full_queue_refuses_before_reading_the_body():
     """Every slot busy and the queue full: a request is a 503 queue_full with Retry-After
-    before its body is read or decoded (issue 9: an overload's refused (256, 256) matmuls
+    before its body is read or decoded (an overload's refused (256, 256) matmuls
     no longer each read and decode megabytes). The body sent here is not even JSON: it is
     never looked at."""
     from fastapi.testclient import TestClient
@@ -424,7 +424,7 @@ async def _hold(adm: Admission, release: asyncio.Event, cost: int) -> None:
 
 
 # --------------------------------------------------------------------------------------
-# Memory back to the OS after a burst (issue 9: RSS growth; glassllm_service/memory.py)
+# Memory back to the OS after a burst (RSS growth; glassllm_service/memory.py)
 # --------------------------------------------------------------------------------------
 def test_the_idle_trim_runs_once_after_the_last_computation_and_never_while_busy():
     """The trim waits for a quiet moment after work: a release while others still run or
@@ -471,7 +471,7 @@ def test_the_sandbox_admission_trims_memory_after_work():
 
 
 def test_a_refused_large_body_also_schedules_the_memory_trim():
-    """issue 9 (QA: memory stayed high after a burst of refused matmuls): a body past the
+    """Memory stayed high after a burst of refused matmuls, once: a body past the
     off-loop size schedules the trim when its parse-and-prepare step ends, refused or not;
     a small refused one does not (it never left the event loop, nor took a slot)."""
     from fastapi.testclient import TestClient
@@ -491,7 +491,7 @@ def test_a_refused_large_body_also_schedules_the_memory_trim():
 
 
 def test_the_shared_thread_pool_is_bounded_by_the_compute_slots():
-    """issue 9 (RSS after an overload): the app's lifespan caps anyio's shared pool at
+    """A worker's memory after an overload: the app's lifespan caps anyio's shared pool at
     max(8, 4 × slots) threads instead of 40; a 512-client overload had grown it to 51."""
     import anyio.to_thread
     from fastapi.testclient import TestClient
@@ -508,7 +508,7 @@ def test_the_shared_thread_pool_is_bounded_by_the_compute_slots():
 
 
 def test_take_free_grants_a_free_slot_at_once_and_never_jumps_the_queue():
-    """`take_free` (run_admitted's path without the queue, issue 18) grants only what
+    """`take_free` (run_admitted's path without the queue) grants only what
     `slot` would grant at once: a free slot in a lane where no one waits. With a waiter
     in the lane it returns None, so the caller queues behind, in its client's turn."""
     async def main():
@@ -550,7 +550,7 @@ def test_release_runs_on_release_and_hands_the_slot_to_the_next_in_line():
 
 
 def test_the_lifespan_freezes_the_startup_objects_out_of_the_collector():
-    """issue 18: each full collection walked the app, the registry and the libraries
+    """Each full collection walked the app, the registry and the libraries
     (36 ms, every few thousand small requests); after startup they are frozen."""
     import gc
 

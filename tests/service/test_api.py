@@ -203,7 +203,7 @@ def test_limits_are_settings():
 
 
 def test_busy_is_503_with_retry_after_only_when_the_queue_is_full():
-    """Issue 9: a request waits for a slot; 503 + Retry-After only past GLASSLLM_MAX_QUEUE.
+    """A request waits for a slot; 503 + Retry-After only past GLASSLLM_MAX_QUEUE.
     The only slot is held by a task on the app's own loop, released by an event we set."""
     app = create_app(Settings(max_concurrency=1, max_queue=0))
     with TestClient(app) as c:

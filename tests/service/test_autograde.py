@@ -1,5 +1,5 @@
 """examples/autograde.py grades a softmax backward through the client against a live
-sandbox and writes Gradescope's results.json (issue 12)."""
+sandbox and writes Gradescope's results.json."""
 
 from __future__ import annotations
 

@@ -1,5 +1,5 @@
-"""Issue 12 over HTTP, in process: exact binary arrays, /api/v1/batch, /api/v1/check, and
-examples that carry their answers."""
+"""The tools of an autograder over HTTP, in process: exact binary arrays, /api/v1/batch,
+/api/v1/check, and examples that carry their answers."""
 
 from __future__ import annotations
 
@@ -48,7 +48,7 @@ def check(client, claimed: dict, **extra):
 # -- exact binary arrays ------------------------------------------------------------------
 
 def test_base64_decodes_every_float64_bit_pattern():
-    """NaN, ±Inf, -0.0, subnormals, the largest finite: the same bytes back (H3, issue 12)."""
+    """NaN, ±Inf, -0.0, subnormals, the largest finite: the same bytes back (H3)."""
     back = coerce("tensor", "x", encode_base64(EDGES))
     assert back.tobytes() == EDGES.tobytes()
     assert back.flags.writeable and back.dtype == np.float64

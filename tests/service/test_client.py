@@ -1,4 +1,4 @@
-"""glassllm.apps.client (issue 12) against a real sandbox, and its retry / error logic against
+"""glassllm.apps.client against a real sandbox, and its retry / error logic against
 stubbed transports (httpx.MockTransport)."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""The contract in the repository (docs/, issue 10) and served at /docs/contract/ (H7).
+"""The contract in the repository (docs/) and served at /docs/contract/ (H7).
 
 Every clause id that the code, the page or the tests cite resolves to an anchor of a served
 docs page; every error code the service can give is in the HTTP contract's table, with its
@@ -229,7 +229,7 @@ def test_the_settings_table_is_read_from_the_settings():
     for name in Settings.model_fields:
         assert f"<code>{ENV_PREFIX}{name.upper()}</code>" in text, name
     assert "<td><code>DEFAULT.max_array_elements</code></td>" in text
-    # issue 9: the compute slots default to the CPUs / workers, computed at start-up
+    # the compute slots default to the CPUs / workers, computed at start-up
     assert ("<td><code>GLASSLLM_MAX_CONCURRENCY</code></td>\n<td><code>None</code></td>"
             in text) and "divided by <code>workers</code>" in text
     assert "<!-- settings -->" not in text

@@ -1,5 +1,5 @@
-"""glassllm_service.cpus: workers and the default concurrency follow the container's CPU quota
-(issue 13), read from cgroup v2 cpu.max or cgroup v1 cfs_quota_us / cfs_period_us."""
+"""glassllm_service.cpus: workers and the default concurrency follow the container's CPU quota,
+read from cgroup v2 cpu.max or cgroup v1 cfs_quota_us / cfs_period_us."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""The sandbox serves its own wheel at /dist/ (issue 12): pip installs it from the live
+"""The sandbox serves its own wheel at /dist/: pip installs it from the live
 server's URL into a fresh venv, and glassllm.apps.client imports there."""
 
 from __future__ import annotations
@@ -86,7 +86,7 @@ def _closure(names: list[str]) -> list[importlib.metadata.Distribution]:
 
 def test_the_wheel_cache_is_named_by_the_code_so_other_code_never_gets_a_stale_wheel(
         tmp_path, monkeypatch):
-    """Issue 12: the wheel is kept per digest of its files; a sandbox from other code
+    """The wheel is kept per digest of its files; a sandbox from other code
     (another checkout, a newer commit, the same version number) builds its own wheel, and
     the wheel holds this code's files (a QA run found a months-old wheel served)."""
     from glassllm_service.routes import dist

@@ -47,7 +47,7 @@ def test_head_on_the_page_and_static_files_is_200(client, path):
 def test_every_get_route_answers_head(client):
     """HEAD wherever GET (RFC 9110): every GET path of the schema, the page's too."""
     paths = client.get("/openapi.json").json()["paths"]
-    wheel = client.get("/dist/").json()["wheels"][0]          # issue 12: /dist/{filename}
+    wheel = client.get("/dist/").json()["wheels"][0]          # /dist/{filename}
     gets = [p.replace("{name}", "softmax").replace("{filename}", wheel)
             for p, ops in paths.items() if "get" in ops]
     assert {"/healthz", "/api/v1/ops", "/api/v1/ops/softmax", "/api/v1/examples"} <= set(gets)

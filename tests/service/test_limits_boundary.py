@@ -1,4 +1,4 @@
-"""Every limit of the sandbox at its boundary (SPEC H5, issue 17 kind 1): a request exactly
+"""Every limit of the sandbox at its boundary (SPEC H5): a request exactly
 at the limit is answered, one unit over is refused with the documented status, a code,
 the input it concerns, and a message that names the limit.
 
@@ -128,7 +128,7 @@ def test_brackets_inside_strings_do_not_count_towards_the_depth():
 
 
 def test_bodies_without_json_arrays_keep_every_depth_and_bool_rule():
-    """H5 (issue 12/18): a body whose arrays are all binary skips the byte scans, so the
+    """H5: a body whose arrays are all binary skips the byte scans, so the
     walk over the parsed objects must refuse what the scans refused: objects too deep,
     a bool where a number belongs, and nesting past the parser's own limit (1024)."""
     b64 = {"dtype": "float64", "shape": [2], "base64": "AAAAAAAA8D8AAAAAAAAAQA=="}
@@ -394,7 +394,7 @@ def test_max_check_elements_zero_refuses_every_check():
 
 @pytest.mark.parametrize("capacity", [1, 2])
 def test_max_concurrency_slots_are_all_usable_and_the_next_request_is_503(capacity):
-    """Issue 9 made the slots queue: with GLASSLLM_MAX_QUEUE=0 nothing may wait, so the
+    """The slots queue; with GLASSLLM_MAX_QUEUE=0 nothing may wait, so the
     request after the last slot is refused at once (503 queue_full + Retry-After). Slots
     are held by tasks on the app's loop, released by events the test sets."""
     app = create_app(Settings(max_concurrency=capacity, max_queue=0, retry_after_seconds=7))

@@ -1,4 +1,4 @@
-"""The sandbox on a network (issue 9): access log and request ids, Prometheus metrics,
+"""The sandbox on a network: access log and request ids, Prometheus metrics,
 CORS, the optional token, and Allow on every 405 (RFC 9110 §15.5.6). In-process."""
 
 from __future__ import annotations
@@ -89,7 +89,7 @@ def test_metrics_parse_and_count_by_route_template_op_and_status():
 
 
 def test_routes_the_router_does_not_name_get_their_template_not_unmatched():
-    """issue 9 (QA: /openapi.json, the page's assets and 401s were all route="unmatched"):
+    """/openapi.json, the page's assets and 401s were all route="unmatched" once:
     a mount is labelled by its prefix, FastAPI's own routes by their path, a 401 answered
     before routing by the route it was for; only a path no route matches is unmatched."""
     with TestClient(create_app(Settings(api_token="t0ken"))) as c:

@@ -34,7 +34,7 @@ def test_openapi_has_one_post_per_op():
 
 
 def test_every_body_is_a_named_component():
-    """Issue 16: generators name their models after the components; an inline body
+    """Generators name their models after the components; an inline body
     becomes an anonymous or missing model."""
     doc = current()
     for path, item in doc["paths"].items():
@@ -62,7 +62,7 @@ def test_openapi_snapshot():
 
 
 # --------------------------------------------------------------------------------------
-# issue 16: a document client generators read (glassllm_service/openapi.py), still exact
+# a document client generators read (glassllm_service/openapi.py), still exact
 # --------------------------------------------------------------------------------------
 
 def _validator(doc: dict, name: str):
@@ -84,7 +84,7 @@ def test_the_nonfinite_enum_lists_one_spelling_per_value_and_names_the_lenient_o
 
 
 def test_no_schema_refers_to_itself():
-    """openapi-python-client cannot parse a recursive anyOf (issue 16)."""
+    """openapi-python-client cannot parse a recursive anyOf."""
     schemas = current()["components"]["schemas"]
     for name, schema in schemas.items():
         assert f'"#/components/schemas/{name}"' not in json.dumps(schema), name

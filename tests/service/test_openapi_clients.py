@@ -1,4 +1,4 @@
-"""Issue 16: /openapi.json generates complete clients with the two most used generators,
+"""/openapi.json generates complete clients with the two most used generators,
 default settings, offline (docs/openapi-clients.md).
 
 The generators are installed by the test setup (`tools/client_generators.py install`, run
@@ -112,7 +112,7 @@ r = run_softmax.sync_detailed(client=client, body=body)
 assert isinstance(r.parsed, OpResult), r
 out["softmax"] = {"status": r.status_code.value, "value": r.parsed.value,
                   "grads": r.parsed.grads.to_dict(), "sent": body.to_dict()}
-# the binary form (issue 12): float64 little-endian bytes in, and asked for out
+# the binary form: float64 little-endian bytes in, and asked for out
 raw = base64.b64encode(struct.pack("<3d", 1.0, float("nan"), 0.0)).decode()
 body = RunSoftmaxRequest(
     inputs=RunSoftmaxRequestInputs(a=Base64Array(dtype=Base64ArrayDtype.FLOAT64, shape=[3],

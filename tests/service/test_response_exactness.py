@@ -1,4 +1,4 @@
-"""Responses are exact to the bit (SPEC H3; issue 17 kind 3): −0.0 keeps its sign,
+"""Responses are exact to the bit (SPEC H3): −0.0 keeps its sign,
 subnormals and the largest finite float64 survive, non-finite values travel as the tokens
 "NaN", "Infinity", "-Infinity" — on the ops route and on the eval route, for 0-d results,
 for all-finite arrays (orjson's NumPy writer) and for arrays that mix finite and

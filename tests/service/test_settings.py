@@ -30,7 +30,7 @@ from glassllm_service.settings import GiB, Settings, SettingsError
     ("MAX_EXPRESSION_LENGTH", "0", "greater than or equal to 1"),
     ("MAX_CHECK_ELEMENTS", "-1", "greater than or equal to 0"),
     ("STATIC_DIR", "/nonexistent", "holds no index.html"),
-    ("MAX_QUEUE", "-1", "greater than or equal to 0"),          # issue 9's settings
+    ("MAX_QUEUE", "-1", "greater than or equal to 0"),          # the admission's settings
     ("QUEUE_TIMEOUT_S", "0", "greater than 0"),
     ("QUEUE_TIMEOUT_S", "soon", "valid number"),
     ("LARGE_COST", "0", "greater than or equal to 1"),
@@ -121,7 +121,7 @@ def test_the_console_script_passes_good_options_to_uvicorn(monkeypatch):
 
 
 def test_workers_auto_is_one_per_available_cpu(monkeypatch):
-    """Issue 9: --workers auto; each worker learns the count (its share of the slots) and,
+    """--workers auto; each worker learns the count (its share of the slots) and,
     with several, the metrics directory; the caller's environment is restored after."""
 
     import uvicorn

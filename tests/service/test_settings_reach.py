@@ -1,4 +1,4 @@
-"""Every configuration field reaches the code it sets (issue 17 kind 4): a non-default
+"""Every configuration field reaches the code it sets: a non-default
 value changes what it should, and nothing else.
 
 A `GlassLM` that ignored ``rope_theta`` passed every test; so would an optimizer that
@@ -149,7 +149,7 @@ def test_lr_zero_leaves_the_parameters_where_they_are():
 
 def test_clip_grad_norm_at_its_boundary_follows_torch():
     """torch.nn.utils.clip_grad_norm_: coef = min(max_norm / (norm + 1e-6), 1), applied
-    always (issue 11). At max_norm = norm + 1e-6 the coefficient is exactly 1: unchanged;
+    always. At max_norm = norm + 1e-6 the coefficient is exactly 1: unchanged;
     at max_norm = norm it is 5 / (5 + 1e-6): scaled."""
     p = Tensor(np.zeros(2), requires_grad=True)
     p.grad = np.array([3.0, 4.0])

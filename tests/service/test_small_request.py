@@ -1,4 +1,4 @@
-"""The small request's path (issue 18): one op route, the depth scan only where the body
+"""The small request's path: one op route, the depth scan only where the body
 could be deep, tiny computations inline on the event loop, inside their admission slot."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""/api/v1/train (an SSE stream) and /api/v1/model/attention (issue 15).
+"""/api/v1/train (an SSE stream) and /api/v1/model/attention.
 
 The stream is parsed with httpx: event order, run ids, the limits (each a 4xx naming its
 GLASSLLM_ setting), reproducibility against `glassllm train`, and, on real servers in
@@ -61,7 +61,7 @@ def test_event_order_run_id_and_fields(client):
 
 
 def test_the_service_run_is_the_cli_run_bit_for_bit(client, tmp_path):
-    """Issue 15 §4: the same seed and settings give `glassllm train`'s curve and weights."""
+    """The same seed and settings give `glassllm train`'s curve and weights."""
     events = run_events(client(), RUN)
     losses = [d["loss"] for n, d in events if n == "step"]
     config = GlassConfig(seed=3, **TINY)
@@ -196,7 +196,7 @@ def test_a_disconnect_cancels_the_run():
 
 @pytest.mark.slow
 def test_two_workers_train_and_attention_without_affinity():
-    """Issue 15 §1: every request stands alone, so any worker answers any of them."""
+    """Every request stands alone, so any worker answers any of them."""
     proc, url = start_server(workers=2)
     try:
         def train_run():

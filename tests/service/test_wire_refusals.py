@@ -1,4 +1,4 @@
-"""What each wire kind must refuse (SPEC H3, H4; issue 17 kind 2), over HTTP.
+"""What each wire kind must refuse (SPEC H3, H4), over HTTP.
 
 For every input kind of the registry (glassllm/sandbox/wire.py: tensor, array, table, int_array,
 bool_mask, number, int, bool, axis, axes, shape, index) a valid request is taken and one

@@ -1,4 +1,4 @@
-"""Several worker processes (issue 9): `glassllm-sandbox --workers 2` over real HTTP;
+"""Several worker processes: `glassllm-sandbox --workers 2` over real HTTP;
 /metrics sums every worker's counters (prometheus_client's multiprocess mode), each worker
 takes its share of the CPUs as compute slots, and every answer carries a request id."""
 

@@ -1,4 +1,4 @@
-"""Composable expressions: every intermediate value and gradient of a small formula (issue 5).
+"""Composable expressions: every intermediate value and gradient of a small formula.
 
 ``evaluate("softmax(masked_fill(scores, mask, -inf))", {"scores": ..., "mask": ...})``
 parses the formula with a restricted parser, builds a graph whose nodes are ops of the

@@ -204,7 +204,7 @@ def evaluate(expression: str, variables: Any = None, grad_output: Any = None,
         expand: give each node of a composite op (cross_entropy, attention, rms_norm,
             swiglu, transformer_block) an ``expansion``: the same evaluation of its
             composition of primitive ops (`glassllm.sandbox.expr.expand`), seeded with the node's
-            incoming gradient, so every inner node has a value and a gradient (issue 14).
+            incoming gradient, so every inner node has a value and a gradient.
 
     Raises: `ExprError` (and its kinds: limit, shape, compute) naming the position or input.
 

@@ -252,7 +252,7 @@ _ANSWERS: dict[tuple[str, int], dict] = {}
 
 
 def example_answer(op: Op, index: int) -> dict:
-    """``expected`` of the op's example `index`, complete (issue 12): the numbers the example
+    """``expected`` of the op's example `index`, complete: the numbers the example
     states (the reference's, SPEC Part L) and, for what it leaves out, the library's own
     value and gradients through `prepare` and `run`, computed once. Wire format; a test
     checks every gradient against central differences."""

@@ -1,4 +1,4 @@
-"""``/dist/``: the sandbox serves its own wheel (issue 12), so a notebook on a course network
+"""``/dist/``: the sandbox serves its own wheel, so a notebook on a course network
 with no package index can ``pip install http://sandbox:8000/dist/glassllm-<ver>-py3-none-any.whl``.
 
 No build tool is needed at run time, so it works the same from a source checkout and from
