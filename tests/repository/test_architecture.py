@@ -215,3 +215,22 @@ def test_a_package_name_is_never_both_a_module_and_something_else(package):
         head, _, child = module.rpartition(".")
         if head == package and hasattr(pkg, child):
             assert getattr(pkg, child) is importlib.import_module(module), module
+
+
+BOOK = {"glassllm", "glassllm.tensor", "glassllm.grad_mode", "glassllm.autograd",
+        "glassllm.shapes", "glassllm.layers", "glassllm.modules", "glassllm.optim",
+        "glassllm.gradient_check", "glassllm.tokenizer", "glassllm.errors"}
+AROUND = ("glassllm.sandbox", "glassllm.training", "glassllm.apps", "glassllm.course",
+          "glassllm_service")
+
+
+@pytest.mark.parametrize("module", sorted(BOOK | {m for m in modules()
+                                                  if m.startswith("glassllm.fast")}))
+def test_the_book_and_its_fast_forms_import_nothing_around_them(module):
+    """A student reads the book without the sandbox, training, the programs or the web."""
+    assert {m for m in imports(module) if m.startswith(AROUND)} == set()
+
+
+@pytest.mark.parametrize("module", [m for m in modules() if m.startswith("glassllm.")])
+def test_nothing_in_the_library_imports_the_service(module):
+    assert {m for m in imports(module) if m.startswith("glassllm_service")} == set()

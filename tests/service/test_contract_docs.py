@@ -7,6 +7,7 @@ status; every registry op has its section with its inputs read from the registry
 
 from __future__ import annotations
 
+import os
 import re
 
 import pytest
@@ -65,12 +66,13 @@ def test_every_page_is_served_as_html(client):
 
 def test_every_link_between_served_pages_lands(client):
     """H7 (QA: the index's "Generating a client" and http's links to performance,
-    service-settings and training were 404): every docs/*.md is served, and every relative
+    serving and training were 404): every docs/*.md is served, and every relative
     link of every served page answers 200."""
     from glassllm_service.routes.contract import docs_dir
 
     stems = sorted(p.stem for p in docs_dir().glob("*.md"))
-    assert {"index", "http", "library", "page", "service-settings", "openapi-clients"} <= set(stems)
+    assert {"index", "http", "library", "page", "settings", "serving", "openapi-clients",
+            "architecture"} <= set(stems)
     for stem in stems:
         url = "/docs/contract/" + ("" if stem == "index" else stem)
         res = client.get(url)
@@ -222,14 +224,22 @@ def test_clause_ids_in_the_prose_link_to_anchors_that_exist(client, anchors):
 
 
 def test_the_settings_table_is_read_from_the_settings():
-    """Every setting, with its default as the code writes it: no hand-copied default."""
+    """Every setting, with its default as the code gives it: no hand-copied default. The
+    served page writes the table afresh; docs/settings.md holds the same table for a
+    reader of the repository (GLASSLLM_UPDATE_SNAPSHOT=1 rewrites it after a change)."""
     from glassllm_service.settings import ENV_PREFIX, Settings
 
-    text = TestClient(create_app()).get("/docs/contract/http").text
+    text = TestClient(create_app()).get("/docs/contract/settings").text
     for name in Settings.model_fields:
-        assert f"<code>{ENV_PREFIX}{name.upper()}</code>" in text, name
-    assert "<td><code>DEFAULT.max_array_elements</code></td>" in text
+        assert text.count(f"<code>{ENV_PREFIX}{name.upper()}</code>") == 1, name
+    assert "<td><code>GLASSLLM_MAX_ARRAY_ELEMENTS</code></td>\n<td>1 000 000</td>" in text
     # the compute slots default to the CPUs / workers, computed at start-up
-    assert ("<td><code>GLASSLLM_MAX_CONCURRENCY</code></td>\n<td><code>None</code></td>"
+    assert ("<td><code>GLASSLLM_MAX_CONCURRENCY</code></td>\n<td>unset</td>"
             in text) and "divided by <code>workers</code>" in text
-    assert "<!-- settings -->" not in text
+    path = contract.docs_dir() / "settings.md"
+    written = path.read_text(encoding="utf-8")
+    fresh = contract.with_settings_table(written)
+    if os.environ.get("GLASSLLM_UPDATE_SNAPSHOT"):
+        path.write_text(fresh, encoding="utf-8")
+    assert written == fresh, "docs/settings.md's table is not the code's: rewrite it with" \
+                             " GLASSLLM_UPDATE_SNAPSHOT=1"

@@ -11,9 +11,10 @@ Anchors are stable, so the code, the tests and the page can link to a clause:
 - every other clause id in the prose links to its anchor (``(L1.2)`` -> ``library#L1.2``).
 
 ``<!-- inputs: NAME -->`` in ``library.md`` becomes the table of op NAME's inputs, read
-from the registry, and ``<!-- settings -->`` in ``http.md`` the table of the service's
-settings, read from glassllm_service/settings.py: the docs never restate by hand what the code
-already knows (a default written twice drifts). Links
+from the registry; the table between ``<!-- settings -->`` and ``<!-- /settings -->`` in
+``settings.md`` is written afresh from `glassllm_service.settings.Settings` (the file holds
+the same table for a reader of the repository, and a test keeps the two equal): the docs
+never restate by hand what the code already knows (a default written twice drifts). Links
 between the Markdown files (``http.md#H5``) become links between the served pages.
 """
 
@@ -47,7 +48,7 @@ router = APIRouter(prefix="/docs/contract", include_in_schema=False)
 @functools.cache
 def pages() -> dict[str, str]:
     """URL name → docs file stem: every ``docs/*.md`` is served, the index at ``/``, so a
-    link between them (``service-settings.md#...``) always lands on a page."""
+    link between them (``serving.md#...``) always lands on a page."""
     stems = sorted(p.stem for p in docs_dir().glob("*.md"))
     return {("" if stem == "index" else stem): stem for stem in stems}
 
@@ -95,22 +96,46 @@ def _link_clauses(inline: Token, page: str) -> None:
     inline.children = out
 
 
+SETTINGS = re.compile(r"<!-- settings -->\n.*?<!-- /settings -->", re.DOTALL)
+
+
+def _default(value: object) -> str:
+    """A default as the environment would write it: 8 388 608, 2.5, 0 / 1, "plain"."""
+    if value is None:
+        return "unset"
+    if isinstance(value, bool):
+        return "1" if value else "0"
+    if isinstance(value, int):
+        return f"{value:,}".replace(",", " ")
+    if isinstance(value, float):
+        return f"{value:g}"
+    return f"{value}" if value != "" else "empty"
+
+
 def settings_table() -> str:
-    """The Markdown table of the service's settings, read from glassllm_service/settings.py: each
-    field's variable, its default as written in the code, and its docstring."""
+    """The Markdown table of every setting, from `Settings` and glassllm_service/settings.py:
+    each field's variable, its default (the value the code gives it) and its docstring."""
+    from glassllm_service.settings import Settings
+
     source = (HERE / "settings.py").read_text(encoding="utf-8")
     cls = next(n for n in ast.parse(source).body
                if isinstance(n, ast.ClassDef) and n.name == "Settings")
-    rows = ["| variable | default | what it limits |", "|---|---|---|"]
+    rows = ["| variable | default | what it sets |", "|---|---|---|"]
     for field, after in zip(cls.body, [*cls.body[1:], None], strict=True):
         if not (isinstance(field, ast.AnnAssign) and isinstance(field.target, ast.Name)):
             continue
         doc = after.value.value if (isinstance(after, ast.Expr) and isinstance(
             after.value, ast.Constant) and isinstance(after.value.value, str)) else ""
-        default = ast.get_source_segment(source, field.value) if field.value else ""
+        default = _default(Settings.model_fields[field.target.id].default)
         words = " ".join(doc.split()).replace("|", r"\|")
-        rows.append(f"| `{ENV_PREFIX}{field.target.id.upper()}` | `{default}` | {words} |")
+        rows.append(f"| `{ENV_PREFIX}{field.target.id.upper()}` | {default} | {words} |")
     return "\n".join(rows) + "\n"
+
+
+def with_settings_table(text: str) -> str:
+    """`text` with its settings block (if any) written afresh from the code."""
+    return SETTINGS.sub(lambda m: f"<!-- settings -->\n{settings_table()}<!-- /settings -->",
+                        text)
 
 
 def _slug(text: str) -> str:
@@ -163,7 +188,7 @@ def render(name: str) -> str:
     """One docs page as a whole HTML document."""
     text = (docs_dir() / f"{name}.md").read_text(encoding="utf-8")
     text = INPUTS.sub(lambda m: inputs_table(m.group(1)), text)
-    text = text.replace("<!-- settings -->", settings_table())
+    text = with_settings_table(text)
     md = MarkdownIt("commonmark", {"html": True}).enable("table")
     tokens = md.parse(text)
     _anchor(tokens, name)
