@@ -40,9 +40,10 @@ MOUNTS = _can_mount()
 
 
 # Every directory Python's tempfile tries, read-only (a container's read-only root with
-# no tmpfs at /tmp): TMPDIR (under /tmp here, so hidden), /tmp, /var/tmp, the cwd.
-READ_ONLY = ('for d in /tmp /var/tmp; do mount -t tmpfs -o ro tmpfs "$d" || exit 9; done;'
-             ' cd /tmp && exec "$@"')
+# no tmpfs at /tmp): TMPDIR (under /tmp here), /tmp, /var/tmp, the cwd. Each is bound onto
+# itself read-only, not covered: a checkout or a venv that lives under /tmp stays readable.
+READ_ONLY = ('for d in /tmp /var/tmp; do mount --bind "$d" "$d" &&'
+             ' mount -o remount,bind,ro "$d" || exit 9; done; cd /tmp && exec "$@"')
 
 
 def serve(tmpdir, *, mount: str | None = None, fsize: int | None = None):
@@ -71,6 +72,7 @@ def serve(tmpdir, *, mount: str | None = None, fsize: int | None = None):
         wait_healthy(url, proc)
     except BaseException:
         proc.kill()
+        proc.communicate()                  # its stderr pipe closed, not left to the gc
         raise
     return proc, url
 
