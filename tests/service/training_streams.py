@@ -55,8 +55,20 @@ def stop_server(proc: subprocess.Popen) -> None:
 
 
 def training_children(server_pid: int) -> list[int]:
-    """Pids of `python -m glassllm_service.training_runner` processes in the server's session."""
-    out = subprocess.run(["ps", "-o", "pid=,sid=,args=", "-e"], capture_output=True,
-                         text=True).stdout
-    return [int(line.split()[0]) for line in out.splitlines()
-            if "glassllm_service.training_runner" in line and int(line.split()[1]) == server_pid]
+    """Pids of `python -m glassllm_service.training_runner` processes in the server's session.
+
+    Read from /proc rather than `ps`: `ps` cuts its lines at $COLUMNS, and a checkout under
+    a longer path (as CI's is) pushed the module's name past the cut."""
+    found = []
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry}/cmdline", "rb") as f:
+                argv = f.read().split(b"\0")
+            sid = os.getsid(int(entry))
+        except (OSError, ProcessLookupError):
+            continue  # gone between the listing and the read
+        if b"glassllm_service.training_runner" in argv and sid == server_pid:
+            found.append(int(entry))
+    return found
