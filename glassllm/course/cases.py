@@ -14,11 +14,12 @@ case's expression forward and backward, seeded with the case's ``grad_output``.
 from __future__ import annotations
 
 import ast
+import collections
 import dataclasses
-import functools
 import hashlib
 import hmac
 import math
+import threading
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -215,10 +216,50 @@ def build_case(exercise: Exercise, student_id: str, salt: str = DEFAULT_SALT,
     answers, computed by glassllm's engine. Deterministic: the same arguments give the
     same numbers in any process. Raises `CaseError` (field, rule) for an exercise whose
     case cannot be computed (the loader calls it once per file)."""
-    return _build(exercise, student_id, salt, limits)
+    key = (exercise, student_id, salt, limits)
+    case = _CACHE.get(key)
+    if case is None:
+        case = _CACHE.put(key, _build(exercise, student_id, salt, limits))
+    return case
 
 
-@functools.lru_cache(maxsize=512)
+class _Recent:
+    """The most recently built cases, up to `limit` elements of arrays in all: a student's
+    submission and hints rebuild nothing, and a worker's memory stays bounded whatever
+    the exercises' sizes (a case is cheap to build again)."""
+
+    def __init__(self, limit: int) -> None:
+        self.limit, self.held = limit, 0
+        self.cases: collections.OrderedDict = collections.OrderedDict()
+        self.lock = threading.Lock()
+
+    def get(self, key: tuple) -> Case | None:
+        with self.lock:
+            case = self.cases.get(key)
+            if case is not None:
+                self.cases.move_to_end(key)
+            return case
+
+    def put(self, key: tuple, case: Case) -> Case:
+        size = _size(case)
+        with self.lock:
+            if size <= self.limit // 4 and key not in self.cases:
+                self.cases[key] = case
+                self.held += size
+                while self.held > self.limit:
+                    _, old = self.cases.popitem(last=False)
+                    self.held -= _size(old)
+        return case
+
+
+def _size(case: Case) -> int:
+    return sum(np.size(v) for p in case.parts for v in (*p.variables.values(),
+                                                         *p.expected.values()))
+
+
+_CACHE = _Recent(2_000_000)
+
+
 def _build(exercise: Exercise, student_id: str, salt: str, limits: Limits) -> Case:
     seed = student_seed(salt, exercise, student_id)
     rng = np.random.Generator(np.random.PCG64(seed))

@@ -193,15 +193,17 @@ def _by_position(e: np.ndarray, wrong: np.ndarray,
 
 def find(expected: np.ndarray, claimed: np.ndarray, agree: Agree,
          masks: Mapping[str, np.ndarray] | None = None,
-         factors: Mapping[str, tuple[float, str]] | None = None) -> Pattern | None:
+         factors: Mapping[str, tuple[float, str]] | None = None,
+         ok: np.ndarray | None = None) -> Pattern | None:
     """The pattern of `claimed` against `expected` under the check `agree`; None when
     every element agrees. `masks`: the case's boolean variables; `factors`: the sizes
-    the exercise names (``{"N": (4.0, "the batch size")}``)."""
+    the exercise names (``{"N": (4.0, "the batch size")}``); `ok`: `agree`'s verdict when
+    the caller has it already."""
     e, c = np.asarray(expected, np.float64), np.asarray(claimed, np.float64)
     masks, factors = masks or {}, factors or {}
     if e.shape != c.shape:
         return _by_shape(e, c, agree)
-    ok = agree(e, c)
+    ok = agree(e, c) if ok is None else ok
     if ok.all():
         return None
     wrong = ~ok

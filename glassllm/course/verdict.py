@@ -101,8 +101,12 @@ def digits_agreed(expected: Any, claimed: Any) -> np.ndarray:
     """
     e, c = np.asarray(expected, np.float64), np.asarray(claimed, np.float64)
     err, same = _errors(e, c)
-    with np.errstate(divide="ignore"):
-        d = np.floor(1 + np.log10(_scale(e) * SLACK / err))
+    return _digits(err, same, _scale(e))
+
+
+def _digits(err: np.ndarray, same: np.ndarray, scale: np.ndarray) -> np.ndarray:
+    with np.errstate(divide="ignore", invalid="ignore"):
+        d = np.floor(1 + np.log10(scale * SLACK / err))
     d = np.clip(np.where(np.isnan(d), 0.0, d), 0, MAX_DIGITS)
     return np.where(same, np.inf, d)
 
@@ -187,8 +191,13 @@ def grade(expected: Any, claimed: Any, digits: int | None = None, atol: float | 
 
     if e.shape != c.shape:
         return Verdict(False, rule, e, c, pattern=patterns.find(e, c, agree))
-    ok = agree(e, c)
+    err, same = _errors(e, c)              # once, for the verdict and the digits both
+    scale = _scale(e)
+    if rule.digits is None:
+        ok = agrees(e, c, rule)
+    else:
+        ok = same | (err <= 10.0 ** (1 - rule.digits) * scale * SLACK)
     passed = bool(ok.all())
     found = None if passed else patterns.find(e, c, agree, context.get("masks"),
-                                              context.get("factors"))
-    return Verdict(passed, rule, e, c, ok, digits_agreed(e, c), found)
+                                              context.get("factors"), ok)
+    return Verdict(passed, rule, e, c, ok, _digits(err, same, scale), found)

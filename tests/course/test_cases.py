@@ -147,3 +147,17 @@ def test_the_case_is_an_eval_request_with_concrete_values():
     case = build_case(EXERCISES["broadcast-bias"], "ada", "s")
     result = evaluate(**case.request)
     np.testing.assert_array_equal(result["grads"]["b"], case.expected["b"])
+
+
+def test_the_recent_cases_a_worker_keeps_are_bounded_in_elements():
+    from glassllm.course import cases
+
+    recent = cases._Recent(limit=400)                # room for a few (4, 5) cases
+    ex = EXERCISES["softmax-ce-logits"]
+    for k in range(40):
+        case = cases._build(ex, f"student-{k}", "s", cases.LIMITS)
+        assert recent.put((k,), case) is case
+        assert recent.held <= 400
+    assert 0 < len(recent.cases) < 40 and recent.get((39,)) is not None
+    assert recent.get((0,)) is None                  # the oldest went first
+    assert cases.build_case(ex, "ada", "s") is cases.build_case(ex, "ada", "s")

@@ -109,21 +109,28 @@ class Check:
 def by_digits(expected: np.ndarray, claimed: np.ndarray, digits: int, reveal: bool) -> dict:
     """`compare`'s report with the digits rule deciding: the verdict per element, the
     digits each agrees to and the pattern of a mistake (no expected number unless
-    `reveal`)."""
+    `reveal`). One grading pass; the error sizes only when revealed."""
     verdict = grade(expected, claimed, digits=digits)
-    report = compare(expected, claimed, reveal=reveal)
+    report: dict[str, Any] = {"shape_match": verdict.shape_ok,
+                              "expected_shape": list(verdict.expected.shape),
+                              "given_shape": list(verdict.claimed.shape),
+                              "allclose": verdict.passed, "mismatches": None, "mask": None,
+                              "first_mismatch": None, "digits": None}
     if verdict.agree is not None:
         wrong = ~verdict.agree
         first = None
-        if wrong.any():
+        if not verdict.passed:
             index = np.unravel_index(int(np.argmax(wrong.reshape(-1))), wrong.shape)
             first = {"index": [int(i) for i in index]}
             if reveal:
                 first.update(expected=encode_array(verdict.expected[index]),
                              given=encode_array(verdict.claimed[index]))
-        report.update(allclose=verdict.passed, mismatches=int(wrong.sum()),
-                      mask=wrong.tolist(), first_mismatch=first,
-                      digits=encode_array(verdict.digits))
+        report.update(mismatches=int(wrong.size - verdict.agree.sum()), mask=wrong.tolist(),
+                      first_mismatch=first, digits=encode_array(verdict.digits))
+    if reveal:
+        sizes = compare(expected, claimed) if verdict.shape_ok else {}
+        report.update(max_abs_err=sizes.get("max_abs_err"),
+                      max_rel_err=sizes.get("max_rel_err"))
     report["pattern"] = None if verdict.pattern is None else verdict.pattern.public(reveal)
     return report
 
@@ -150,7 +157,7 @@ def _tolerance(body: dict, name: str, default: float) -> float:
     return float(value)
 
 
-def _claimed(body: dict, settings: Settings) -> tuple[Any, dict]:
+def _claimed(body: dict, settings: Settings, maybe_bools: bool) -> tuple[Any, dict]:
     claimed = body.get("claimed")
     if not isinstance(claimed, dict) or not claimed or set(claimed) - {"value", "grads"}:
         raise ApiError(422, "invalid_request", "'claimed' must be an object with \"value\""
@@ -163,10 +170,13 @@ def _claimed(body: dict, settings: Settings) -> tuple[Any, dict]:
     # the limit before decoding; a WireError (422) or LimitError (413) is mapped by the
     # app's handlers
     limit = settings.limits.max_array_elements
+    # maybe_bools as the body says (no true / false in it: NumPy's fast conversion), as
+    # the case's own arrays are read; the exact path walked every claimed element
     value = None if "value" not in claimed else coerce(
-        "tensor", "claimed.value", claimed["value"], max_elements=limit)
-    grads = {name: coerce("tensor", f"claimed.grads.{name}", g, max_elements=limit)
-             for name, g in grads.items()}
+        "tensor", "claimed.value", claimed["value"], maybe_bools=maybe_bools,
+        max_elements=limit)
+    grads = {name: coerce("tensor", f"claimed.grads.{name}", g, maybe_bools=maybe_bools,
+                          max_elements=limit) for name, g in grads.items()}
     return value, grads
 
 
@@ -178,7 +188,7 @@ def prepare(body: Any, maybe_bools: bool, settings: Settings) -> Check:
     reveal = body.get("reveal", True)
     if not isinstance(reveal, bool):
         raise ApiError(422, "invalid_request", "'reveal' must be true or false", input="reveal")
-    value, grads = _claimed(body, settings)
+    value, grads = _claimed(body, settings, maybe_bools)
     case = prepare_case({k: v for k, v in body.items() if k not in CLAIM}, maybe_bools,
                         settings)
     if case.error is not None:
