@@ -183,6 +183,13 @@ def _build_parser() -> argparse.ArgumentParser:
                 help=f"{rule} (default %(default)s)",
             )
 
+    e = sub.add_parser("exercises", help="check exercise files (docs/exercises.md)")
+    e.set_defaults(subparser=e)
+    e.add_argument("action", choices=["check"], help="check: read every file as the"
+                   " sandbox does at startup, each error naming the file, field and rule")
+    e.add_argument("paths", nargs="*", metavar="PATH",
+                   help="*.toml files or directories of them (default: the shipped ones)")
+
     g = sub.add_parser("generate", help="sample text from a checkpoint")
     g.set_defaults(subparser=g)
     g.add_argument("--checkpoint", required=True, help=".npz written by `glassllm train`")
@@ -423,6 +430,34 @@ def _generate(args: argparse.Namespace) -> int:
     return 0
 
 
+def _check_exercises(paths: list[str]) -> int:
+    """``glassllm exercises check``: every file read and checked, every error printed (one
+    line each: file, field, rule), an id twice named; 1 if any, else 0."""
+    from pathlib import Path
+
+    from glassllm.course.exercise import LESSONS_DIR, SHIPPED, ExerciseFileError, load
+
+    files: list[Path] = []
+    for path in map(Path, paths or [LESSONS_DIR, SHIPPED]):
+        files += sorted(path.glob("*.toml")) if path.is_dir() else [path]
+    bad, seen = 0, {}
+    for file in files:
+        try:
+            exercise = load(file)
+            if exercise.id in seen:
+                raise ExerciseFileError(str(file), "id", f"{exercise.id!r} is also the id of"
+                                        f" {seen[exercise.id]}")
+        except ExerciseFileError as exc:
+            print(f"error: {exc}", file=sys.stderr)
+            bad += 1
+            continue
+        seen[exercise.id] = str(file)
+        print(f"ok: {file}: {exercise.id} ({exercise.answer.kind}, {len(exercise.hints)}"
+              f" hints, hides {', '.join(sorted(exercise.hide)) or 'nothing'})")
+    print(f"{len(files) - bad} of {len(files)} exercise files are well-formed")
+    return 1 if bad or not files else 0
+
+
 def main(argv: list[str] | None = None) -> int:
     """Run the CLI. Bad input exits 2 (argparse's SystemExit); failures while running, 1."""
     stdout = sys.stdout
@@ -443,6 +478,8 @@ def _main(argv: list[str] | None) -> int:
     args = _build_parser().parse_args(argv)
     tune_malloc()  # this process is ours: keep freed NumPy buffers for reuse (runtime.py)
     try:
+        if args.command == "exercises":
+            return _check_exercises(args.paths)
         return _train(args) if args.command == "train" else _generate(args)
     except _UsageError as exc:
         args.subparser.error(str(exc))  # usage + "glassllm train: error: ...", exit 2

@@ -76,6 +76,7 @@ from glassllm.apps.client_errors import (
     error_from,
     no_answer,
 )
+from glassllm.apps.exercise_client import AsyncExerciseCalls, Exercise, ExerciseCalls, Submitted
 from glassllm.sandbox.wire import BASE64_DTYPES, coerce, encode_array, encode_base64, is_base64
 
 try:                    # faster JSON when present (the service extra has it); never required
@@ -101,6 +102,7 @@ __all__ = [  # constants, classes, functions (ruff RUF022): defined here or in c
     "BadRequestError",
     "BusyError",
     "ClientError",
+    "Exercise",
     "InvalidInputError",
     "InvalidURLError",
     "NoAnswerError",
@@ -109,6 +111,7 @@ __all__ = [  # constants, classes, functions (ruff RUF022): defined here or in c
     "Sandbox",
     "SandboxError",
     "ServerError",
+    "Submitted",
     "TimedOutError",
     "TooLargeError",
     "UnreachableError",
@@ -236,7 +239,7 @@ def _check_body(*, op: str | None, inputs: Mapping[str, Any] | None, expression:
                variables: Mapping[str, Any] | None, requires_grad: Sequence[str] | None,
                grad_output: Any, value: Any, grads: Mapping[str, Any] | None,
                rtol: float | None, atol: float | None, reveal: bool,
-               base64_min: int) -> dict:
+               base64_min: int, digits: int | None = None) -> dict:
     if (op is None) == (expression is None):
         raise ValueError("check needs exactly one of op= (with inputs=) or expression=")
     if op is not None:
@@ -253,6 +256,8 @@ def _check_body(*, op: str | None, inputs: Mapping[str, Any] | None, expression:
         body["rtol"] = rtol
     if atol is not None:
         body["atol"] = atol
+    if digits is not None:
+        body["digits"] = digits
     body["reveal"] = reveal
     return body
 
@@ -389,7 +394,7 @@ class _Base:
         return answer
 
 
-class Sandbox(_Base):
+class Sandbox(ExerciseCalls, _Base):
     """A blocking client; one httpx connection pool. Methods raise `SandboxError`s.
 
     Args:
@@ -470,8 +475,10 @@ class Sandbox(_Base):
               requires_grad: Sequence[str] | None = None, grad_output: Any = None,
               value: Any = None, grads: Mapping[str, Any] | None = None,
               rtol: float | None = None, atol: float | None = None,
-              reveal: bool = True) -> dict:
-        """Grade a claimed value and gradients (``POST /api/v1/check``).
+              reveal: bool = True, digits: int | None = None) -> dict:
+        """Grade a claimed value and gradients (``POST /api/v1/check``); `digits`: to that
+        many significant digits instead of rtol / atol (each report then has ``digits``
+        per element and the ``pattern`` of a mistake).
 
         Returns ``{"passed", "value": report, "grads": {name: report}, "warnings"}``, each
         report with ``shape_match``, ``allclose``, ``mismatches``, ``mask`` (a NumPy bool
@@ -481,7 +488,7 @@ class Sandbox(_Base):
         body = _check_body(op=op, inputs=inputs, expression=expression, variables=variables,
                           requires_grad=requires_grad, grad_output=grad_output, value=value,
                           grads=grads, rtol=rtol, atol=atol, reveal=reveal,
-                          base64_min=self.base64_min)
+                          base64_min=self.base64_min, digits=digits)
         return self._send("POST", "/api/v1/check", body, self._check_report)
 
     def batch(self, cases: Sequence[Mapping[str, Any]], *,
@@ -497,7 +504,7 @@ class Sandbox(_Base):
         return self._send("POST", "/api/v1/batch", body, self._batch_results)
 
 
-class AsyncSandbox(_Base):
+class AsyncSandbox(AsyncExerciseCalls, _Base):
     """The same client for asyncio (``async with AsyncSandbox(url) as sb: await sb.op(...)``)."""
 
     def __init__(self, url: str | None = None, token: str | None = None, timeout: float = 30.0,
@@ -560,12 +567,12 @@ class AsyncSandbox(_Base):
                     requires_grad: Sequence[str] | None = None, grad_output: Any = None,
                     value: Any = None, grads: Mapping[str, Any] | None = None,
                     rtol: float | None = None, atol: float | None = None,
-                    reveal: bool = True) -> dict:
+                    reveal: bool = True, digits: int | None = None) -> dict:
         """See `Sandbox.check`."""
         body = _check_body(op=op, inputs=inputs, expression=expression, variables=variables,
                           requires_grad=requires_grad, grad_output=grad_output, value=value,
                           grads=grads, rtol=rtol, atol=atol, reveal=reveal,
-                          base64_min=self.base64_min)
+                          base64_min=self.base64_min, digits=digits)
         return await self._send("POST", "/api/v1/check", body, self._check_report)
 
     async def batch(self, cases: Sequence[Mapping[str, Any]], *,

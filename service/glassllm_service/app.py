@@ -9,15 +9,27 @@ import anyio.to_thread
 from fastapi import FastAPI
 from starlette.middleware.cors import CORSMiddleware
 
+from glassllm.course.attempts import AttemptStore
 from glassllm.sandbox import float_warnings
 from glassllm.sandbox.runtime import tune_malloc
-from glassllm_service import admission, http_errors, metrics, openapi
+from glassllm_service import admission, graded, http_errors, metrics, openapi
 from glassllm_service.allow import AllowEveryMethod, allow_head
 from glassllm_service.auth import BearerToken
+from glassllm_service.course_state import CourseState
 from glassllm_service.files import remove_private_dirs
 from glassllm_service.hop import NoHopByHop
 from glassllm_service.observability import Observability
-from glassllm_service.routes import contract, dist, expressions, health, ops, pages, tools, train
+from glassllm_service.routes import (
+    contract,
+    dist,
+    exercises,
+    expressions,
+    health,
+    ops,
+    pages,
+    tools,
+    train,
+)
 from glassllm_service.security import SecurityHeaders, TrustedHosts, content_security_policy
 from glassllm_service.settings import Settings
 
@@ -28,10 +40,14 @@ Arrays are JSON numbers and nested lists of float64; non-finite floats are the s
 {"dtype", "shape", "base64"} (little-endian), and "encoding": "base64" asks for answers in
 that form. Every op, its inputs and runnable examples: `GET /api/v1/ops`.
 """
-ROUTERS = (health.router, expressions.router, tools.router, train.router, dist.router)
+ROUTERS = (health.router, expressions.router, tools.router, train.router, dist.router,
+           exercises.router)
 
 
-def create_app(settings: Settings | None = None) -> FastAPI:
+def create_app(settings: Settings | None = None, attempts: AttemptStore | None = None
+               ) -> FastAPI:
+    """The app of `settings` (default: the environment's). `attempts`: where the class
+    record keeps attempts and hints (default `NoRecord`: nothing recorded)."""
     settings = settings or Settings()
     _prepare_process(settings)
     app = FastAPI(title="glassllm gradient sandbox", version="0.1.0", description=DESCRIPTION,
@@ -40,6 +56,8 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     app.state.settings = settings
     app.state.admission = admission.from_settings(settings)
     app.state.training_runs = admission.RunCounter(settings.max_training_runs)
+    app.state.course = CourseState.from_settings(settings, attempts)   # exercises: a bad
+    # file stops here (glassllm-sandbox checks it before starting its workers)
     http_errors.install(app)
     # The busiest routes, every op's POST among them, are the app's own first routes: its
     # router matches them before any other, without FastAPI's included-router step.
@@ -50,7 +68,21 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     app.include_router(allow_head(contract.router))  # the contract, docs/*.md (H7)
     _add_middleware(app, settings)
     openapi.install(app, token=bool(settings.api_token))
+    if settings.mode == "course":
+        _course_document(app, settings.graded_session)
     return app
+
+
+def _course_document(app: FastAPI, graded_session: bool) -> None:
+    """Course mode's /openapi.json: the hiding routes' 403, the graded session's routes
+    gone."""
+    build = app.openapi
+
+    def document() -> dict:
+        doc = graded.with_hiding(build())
+        return graded.prune(doc) if graded_session else doc
+
+    app.openapi = document
 
 
 def _prepare_process(settings: Settings) -> None:
@@ -71,6 +103,8 @@ def _add_middleware(app: FastAPI, settings: Settings) -> None:
     log and metrics around everything, the security headers, then the connection-specific
     headers removed."""
     app.add_middleware(AllowEveryMethod, routes=app.router.routes)
+    if settings.graded_session:
+        app.add_middleware(graded.GradedSession)
     if settings.api_token:
         app.add_middleware(BearerToken, token=settings.api_token)
     if settings.cors_origin_list:

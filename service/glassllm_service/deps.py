@@ -15,6 +15,7 @@ from typing import Annotated
 from fastapi import Depends, Request
 
 from glassllm_service.admission import Admission, RunCounter
+from glassllm_service.course_state import CourseState
 from glassllm_service.settings import Settings
 
 
@@ -24,6 +25,10 @@ def _settings(request: Request) -> Settings:
 
 def _admission(request: Request) -> Admission:
     return request.app.state.admission
+
+
+def _course(request: Request) -> CourseState:
+    return request.app.state.course
 
 
 def _training_runs(request: Request) -> RunCounter:
@@ -36,3 +41,5 @@ AdmissionDep = Annotated[Admission, Depends(_admission)]
 """This worker's compute slots and their queue (`glassllm_service.admission`)."""
 TrainingRunsDep = Annotated[RunCounter, Depends(_training_runs)]
 """This worker's training runs (GLASSLLM_MAX_TRAINING_RUNS)."""
+CourseDep = Annotated[CourseState, Depends(_course)]
+"""The course side: mode, exercises, what the open ones hide (`glassllm_service.course_state`)."""

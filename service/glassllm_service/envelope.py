@@ -50,7 +50,7 @@ EXPRESSION = Envelope(("expression", "variables", "grad_output", "check", "encod
 BATCH = Envelope(("cases", "encoding"),
                  'the body must be {"cases": [...], "encoding": "json" | "base64"}',
                  required=("cases",))
-CLAIM = ("claimed", "rtol", "atol", "reveal")    # what a check adds to its case
+CLAIM = ("claimed", "rtol", "atol", "digits", "reveal")  # what a check adds to its case
 CHECK = Envelope((), "the body must be a JSON object: a case plus " + ", ".join(CLAIM))
 OP_CASE = Envelope(("op", "inputs", "requires_grad", "grad_output"), "", name="an op case")
 EXPRESSION_CASE = Envelope(("expression", "variables", "grad_output", "expand"), "",

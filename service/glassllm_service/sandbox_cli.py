@@ -114,6 +114,12 @@ def main(argv: list[str] | None = None) -> None:
         settings = Settings()   # a bad GLASSLLM_* variable stops here, named, not in a worker
     except SettingsError as exc:
         raise SystemExit(f"glassllm-sandbox: {exc}") from None
+    from glassllm.course import ExerciseFileError
+    from glassllm_service.course_state import load_catalogue
+    try:                        # a malformed exercise file stops here, named, not in a worker
+        load_catalogue(settings)
+    except ExerciseFileError as exc:
+        raise SystemExit(f"glassllm-sandbox: {exc}") from None
     given = os.environ.get("PROMETHEUS_MULTIPROC_DIR")
     if settings.metrics and given:             # empty: unset, as worker_environment reads it
         try:                    # here, before a worker starts and dies on it (supervisor.py)

@@ -143,7 +143,10 @@ class OpInfo(BaseModel):
     examples: list[ExampleInfo]
     vjp: dict[str, str] = Field(
         description="the backward rule per differentiable input (g: incoming gradient, out:"
-                    " result), the Backward: block of the op's docstring")
+                    " result), the Backward: block of the op's docstring; empty while an"
+                    " open exercise hides it (course mode)")
+    hidden_by: dict[str, list[str]] | None = Field(
+        None, description="course mode: {part: [exercise ids]} hiding part of this op now")
     symbol: str | None = Field(description="how a formula writes the op (× @ Σ), if it has a sign")
     sum_invariant: str | None = Field(
         description="why the gradient of the output's sum is zero for every input, if it is")
@@ -190,7 +193,11 @@ WHY = {
     400: "the shapes or values break the op's rule (`shape_error`, `numpy_error`,"
          " `invalid_value`)",
     401: "no Bearer token, or not this sandbox's (`unauthorized`; GLASSLLM_API_TOKEN)",
+    403: "course mode: what an open exercise hides (`hidden_by_exercise`), an exercise not"
+         " open or closed, every attempt used, a route off in a graded session"
+         " (`off_in_graded_session`)",
     404: "no such name (`unknown_op`, `not_found`)",
+    409: "a request out of order (`hint_out_of_order`)",
     413: "a size limit: the body, an array, a result, the planned work (`body_too_large`,"
          " `too_large`, ...)",
     415: "the body is not UTF-8 JSON, or is compressed (`unsupported_media_type`)",
@@ -263,6 +270,8 @@ class CheckResult(BaseModel):
     grads: dict[str, dict[str, Any]]
     rtol: float
     atol: float
+    digits: int | None = Field(None, description="when asked for: the significant digits"
+                                                 " every element must agree to")
     reveal: bool
     warnings: list[str]
 

@@ -15,9 +15,10 @@ import urllib.parse
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
-from pydantic import Field, ValidationError, field_validator
+from pydantic import Field, ValidationError, field_validator, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
+from glassllm.course.cases import DEFAULT_SALT
 from glassllm.sandbox.limits import Limits
 
 ENV_PREFIX = "GLASSLLM_"
@@ -143,12 +144,52 @@ class Settings(StrictSettings):
     max_train_batch: Annotated[int, Field(ge=1, le=4096)] = 64
     """Windows per step (422 above)."""
 
+    # -- the course: exercises, what they hide, graded sessions (docs/modes.md) --
+    mode: Literal["practice", "course"] = "practice"
+    """practice: nothing hidden, no record, every exercise open; course: an open
+    exercise's hidden parts are not served, each student's numbers come from course_salt,
+    a student id is required (docs/modes.md)."""
+    graded_session: bool = False
+    """Course mode only (practice mode refuses to start): /dist/ and any package index, the
+    plain compute routes (ops POST, eval, batch) and their finite-difference checks off
+    (403); exercises and /api/v1/check on; exercise feedback defaults to pattern."""
+    exercises_dir: Path | None = None
+    """A directory of *.toml exercises served beside the shipped ones (docs/exercises.md);
+    a malformed file or an id twice stops startup, naming the file, the field and the rule."""
+    course_salt: Annotated[str, Field(min_length=1, max_length=1024)] = DEFAULT_SALT
+    """The secret of each student's numbers (HMAC-SHA256 key): the same in every worker,
+    replica, restart and in the offline grader (glassllm grade --salt)."""
+    shipped_exercises: bool | None = None
+    """The shipped example exercises: 1 served, 0 not; unset: served in practice mode, not
+    in course mode (a course serves its own). The lessons are always served."""
+
     @field_validator("trusted_hosts")
     @classmethod
     def _host_names(cls, value: str) -> str:
         from glassllm_service.security import host_patterns
         host_patterns(value)                  # a ValueError names the entry
         return value
+
+    @field_validator("exercises_dir")
+    @classmethod
+    def _a_directory(cls, value: Path | None) -> Path | None:
+        if value is not None and not value.is_dir():
+            raise ValueError(f"{value} is not a directory")
+        return value
+
+    @model_validator(mode="after")
+    def _graded_in_course_mode(self) -> Settings:
+        if self.graded_session and self.mode != "course":
+            raise ValueError(f"{ENV_PREFIX}GRADED_SESSION=1 is for course mode only; set"
+                             f" {ENV_PREFIX}MODE=course (it is {self.mode!r})")
+        return self
+
+    @property
+    def serves_shipped_exercises(self) -> bool:
+        """`shipped_exercises`, or by default: in practice mode only."""
+        if self.shipped_exercises is not None:
+            return self.shipped_exercises
+        return self.mode == "practice"
 
     @field_validator("static_dir")
     @classmethod
@@ -262,6 +303,9 @@ def describe(exc: ValidationError) -> str:
     """pydantic's errors in the words of the environment: which variable, what value, why."""
     lines = []
     for err in exc.errors():
-        field = str(err["loc"][0]) if err["loc"] else "?"
+        if not err["loc"]:             # a rule between settings: its message names them
+            lines.append(err["msg"].removeprefix("Value error, "))
+            continue
+        field = str(err["loc"][0])
         lines.append(f"{ENV_PREFIX}{field.upper()}={err.get('input')!r}: {err['msg']}")
     return "invalid settings: " + "; ".join(lines)

@@ -30,6 +30,13 @@ export async function getJSON(url) {
   return res.json();
 }
 
+/** GET url as JSON, any HTTP answer: {ok, status, data} (a refusal's data is its error
+ *  body); throws only when the sandbox did not answer, or was busy on every try. */
+export async function getAnswer(url) {
+  const res = await fetchWithRetry(url);
+  return { ok: res.ok, status: res.status, data: await res.json() };
+}
+
 /** POST body (wire JSON, SPEC H3) to url; resolves to {ok, status, data} for any HTTP
  *  answer, refusals included (their data is the error body); throws only when the
  *  sandbox did not answer, or (BusyError) was busy on every try. `onRetry(attempt, ms)`

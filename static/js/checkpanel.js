@@ -81,6 +81,7 @@ export async function checkGradient() {
     return;
   }
   const body = checkRequest(target, claim, $("#check-reveal").checked);
+  if (body && $("#check-rule").value) body.digits = Number($("#check-rule").value);
   if (!body) { say("The case cannot be sent: fix the input marked in red above, then check again."); return; }
   const name = target.slice(5);
   $("#check-status").textContent = "Checking…";
@@ -117,8 +118,10 @@ function showReport(r, who, claim, data) {
   const rows = el("dl", { class: "ref-list check-summary" });
   const add = (k, v) => rows.append(el("dt", { text: k }), el("dd", { text: v }));
   add("shape", `${shapeText(r.expected_shape)} ✓ matches`);
-  add("allclose", `${r.allclose ? "yes" : "no"} (rtol ${data.rtol}, atol ${data.atol}): ` +
+  const rule = data.digits ? `${data.digits} significant digits` : `rtol ${data.rtol}, atol ${data.atol}`;
+  add(data.digits ? "digits" : "allclose", `${r.allclose ? "yes" : "no"} (${rule}): ` +
     `${r.mismatches} of ${total} element${total === 1 ? "" : "s"} mismatch`);
+  if (r.pattern) add("pattern", r.pattern.says);
   if (data.reveal) {
     add("max abs error", formatNumber(fromWire(r.max_abs_err)));
     add("max rel error", formatNumber(fromWire(r.max_rel_err)));

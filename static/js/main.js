@@ -6,6 +6,7 @@
 import { addVariable, caseChanged, opAsExpression, setMode, showOp } from "./case.js";
 import { load } from "./catalogue.js";
 import { wireCheckPanel } from "./checkpanel.js"; // "check my gradient"
+import { closeExercise, linkedExercise, loadExerciseList, openExercise } from "./exercise.js";
 import { run } from "./run.js";
 import { copyCurl, copyLink, copyPython, restoreFromLink } from "./share.js";
 import { showStep } from "./stepper.js";
@@ -44,7 +45,17 @@ function wire() {
   $("#copy-link").addEventListener("click", copyLink);
   $("#copy-python").addEventListener("click", copyPython);
   $("#copy-curl").addEventListener("click", copyCurl);
-  window.addEventListener("hashchange", () => { if (restoreFromLink()) run(); });
+  window.addEventListener("hashchange", () => {
+    const exercise = linkedExercise();                   // #exercise=<id>: the exercise view
+    if (exercise) { openExercise(exercise); return; }
+    closeExercise();
+    if (restoreFromLink()) run();
+  });
+  $("#exercise-back").addEventListener("click", (e) => {
+    e.preventDefault();
+    history.pushState(null, "", location.pathname);
+    closeExercise();
+  });
   wireCheckPanel();                                           // check my gradient
 }
 
@@ -53,11 +64,16 @@ async function main() {
   try {
     await load();
     await loadLessons();
+    await loadExerciseList();
   } catch (err) {
     setStatus(`Could not load the op list from the sandbox: ${err.message}`);
     return;
   }
-  if (restoreFromLink()) {
+  const exercise = linkedExercise();
+  if (exercise) {
+    showOp("softmax");
+    await openExercise(exercise);
+  } else if (restoreFromLink()) {
     await run();
   } else {
     showOp("softmax");

@@ -19,9 +19,11 @@ from __future__ import annotations
 
 from typing import Any
 
+from glassllm.course import Hidden
 from glassllm.errors import InputError
 from glassllm_service.body import check_answer
 from glassllm_service.codec import computed, dumps, encoding_of
+from glassllm_service.course_state import CourseState
 from glassllm_service.envelope import cases
 from glassllm_service.http_errors import ApiError, from_input_error
 from glassllm_service.requests.case import Case, prepare_case, run_case
@@ -56,6 +58,16 @@ class Batch:
 
     def __init__(self, cases: list[Case], cost: int, encoding: str) -> None:
         self.cases, self.cost, self.encoding = cases, cost, encoding
+
+    def hide(self, course: CourseState, hidden: Hidden) -> None:
+        """A case that would compute what an open exercise hides is refused on its own
+        (403 in its place of the results)."""
+        for i, case in enumerate(self.cases):
+            if case.error is None:
+                err = course.refusal(case.uses(), hidden)
+                if err is not None:
+                    err.input = f"cases[{i}]"
+                    case.error = err
 
     def answer(self) -> bytes:
         """Run in a worker thread, inside one compute slot: each case answered on its own."""

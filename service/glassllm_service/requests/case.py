@@ -17,6 +17,7 @@ request kind's own two steps (`glassllm_service.requests.op_call`,
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
 from typing import Any
 
@@ -24,6 +25,7 @@ import numpy as np
 
 from glassllm.errors import InputError
 from glassllm.sandbox.registry import Op
+from glassllm_service.course_state import Uses
 from glassllm_service.envelope import OP_CASE, TOP, case_kind
 from glassllm_service.http_errors import ApiError, from_input_error
 from glassllm_service.requests import expression, op_call
@@ -55,6 +57,14 @@ class Case:
     def work(self) -> int:
         """The planned work a batch adds up: elements plus multiply-adds."""
         return sum(self.cost)
+
+    def uses(self, reveal: bool = True) -> Uses:
+        """What it runs, for the open exercises' hiding; its answer holds no nodes."""
+        if self.call is not None:
+            return dataclasses.replace(self.call.uses(), reveal=reveal)
+        if self.evaluation is not None:
+            return dataclasses.replace(self.evaluation.uses(nodes=False), reveal=reveal)
+        return Uses(frozenset())
 
 
 def _find(name: str, where: str) -> Op:

@@ -14,10 +14,12 @@ from __future__ import annotations
 
 from typing import Any
 
+from glassllm.course import Hidden
 from glassllm.sandbox import expr, float_warnings
 from glassllm.sandbox.examples import EXAMPLES
 from glassllm_service.body import check_answer
 from glassllm_service.codec import dumps, encode_as, encoding_of
+from glassllm_service.course_state import CourseState, Redaction, Uses
 from glassllm_service.envelope import EXPRESSION, read
 from glassllm_service.settings import Settings
 
@@ -47,11 +49,28 @@ class Evaluation:
     """An expression past every check: the planned graph, the float warnings met while
     planning, and the answer's encoding."""
 
-    __slots__ = ("encoding", "messages", "prepared")
+    __slots__ = ("encoding", "messages", "prepared", "redaction")
 
     def __init__(self, prepared: expr.PreparedExpression, messages: list[str],
                  encoding: str) -> None:
         self.prepared, self.messages, self.encoding = prepared, messages, encoding
+        self.redaction: Redaction | None = None
+
+    def uses(self, nodes: bool = True) -> Uses:
+        """What it runs, for the open exercises' hiding (docs/modes.md); `nodes`: its
+        answer holds the graph's nodes (eval's does, a batch's or a check's case not)."""
+        p = self.prepared
+        ops = frozenset(n.op for n in p.nodes if n.op not in ("variable", "constant"))
+        return Uses(ops, check=p.check, expand=p.expand, nodes=nodes)
+
+    def hide(self, course: CourseState, hidden: Hidden) -> None:
+        """Refused (403) for what an open exercise hides; else its answer leaves out the
+        hidden steps and inner gradients (kept as `redaction`)."""
+        uses = self.uses()
+        err = course.refusal(uses, hidden)
+        if err is not None:
+            raise err
+        self.redaction = course.redaction(uses, hidden)
 
     @property
     def cost(self) -> tuple[int, int]:
@@ -65,6 +84,8 @@ class Evaluation:
         never goes through the JSON token "NaN"."""
         binary = self.encoding != "json"
         result = run(self, arrays=binary)
+        if self.redaction is not None:
+            result = self.redaction.apply(result)
         if binary:
             result["value"] = encode_as(result["value"], self.encoding)
             result["grads"] = {k: encode_as(g, self.encoding)

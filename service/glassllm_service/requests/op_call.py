@@ -18,12 +18,14 @@ from __future__ import annotations
 import difflib
 from typing import Any
 
+from glassllm.course import Hidden
 from glassllm.errors import InputError, echo_name
 from glassllm.sandbox import float_warnings, registry
 from glassllm.sandbox.float_warnings import FloatWarnings
 from glassllm.sandbox.registry import Op, Prepared
 from glassllm_service.body import check_answer
 from glassllm_service.codec import computed, dumps, encoding_of
+from glassllm_service.course_state import CourseState, Uses
 from glassllm_service.envelope import op_fields
 from glassllm_service.http_errors import ApiError
 from glassllm_service.settings import Settings
@@ -54,6 +56,16 @@ class OpCall:
     def cost(self) -> tuple[int, int]:
         """Planned (elements, multiply-adds): the admission lane (`Prepared.cost`)."""
         return self.prepared.cost
+
+    def uses(self) -> Uses:
+        """What it runs, for the open exercises' hiding (docs/modes.md)."""
+        return Uses(frozenset({self.prepared.op.name}))
+
+    def hide(self, course: CourseState, hidden: Hidden) -> None:
+        """Refused (403) while an open exercise hides this op's expected numbers."""
+        err = course.refusal(self.uses(), hidden)
+        if err is not None:
+            raise err
 
     def answer(self) -> bytes:
         """Run in a worker thread, inside a compute slot: the response bytes."""

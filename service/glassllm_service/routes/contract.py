@@ -32,6 +32,7 @@ from markdown_it.token import Token
 from starlette.responses import HTMLResponse, RedirectResponse
 
 from glassllm.sandbox import registry
+from glassllm_service.deps import CourseDep
 from glassllm_service.files import docs_dir
 from glassllm_service.settings import ENV_PREFIX
 
@@ -183,10 +184,30 @@ h3 { margin-top: 2rem; border-top: 1px solid #eaeef2; padding-top: 1rem; }
 """
 
 
-@functools.cache
-def render(name: str) -> str:
-    """One docs page as a whole HTML document."""
+SECTION = re.compile(r"^### ([a-z_]+)\n(.*?)(?=^#{2,3} |\Z)", re.MULTILINE | re.DOTALL)
+BACKWARD = re.compile(r"\*\*Backward:\*\*.*?(?=\*\*Errors:\*\*|<!-- inputs|\n\n|\Z)", re.DOTALL)
+
+
+def without_rules(text: str, rules: dict[str, tuple[str, ...]]) -> str:
+    """`text` with the **Backward:** lines of each op section in `rules` replaced by a
+    line naming the open exercises that hide them (course mode, docs/modes.md)."""
+    def section(m: re.Match) -> str:
+        who = rules.get(m.group(1))
+        if not who:
+            return m.group(0)
+        note = (f"**Backward:** not shown while exercise {', '.join(who)} is open"
+                " (docs/modes.md). ")
+        return f"### {m.group(1)}\n" + BACKWARD.sub(lambda _: note, m.group(2))
+    return SECTION.sub(section, text)
+
+
+@functools.lru_cache(maxsize=32)
+def render(name: str, rules: tuple = ()) -> str:
+    """One docs page as a whole HTML document; `rules`: (op, exercise ids) pairs whose
+    backward rule an open exercise hides."""
     text = (docs_dir() / f"{name}.md").read_text(encoding="utf-8")
+    if rules:
+        text = without_rules(text, dict(rules))
     text = INPUTS.sub(lambda m: inputs_table(m.group(1)), text)
     text = with_settings_table(text)
     md = MarkdownIt("commonmark", {"html": True}).enable("table")
@@ -214,9 +235,10 @@ def contract_index() -> HTMLResponse:
 
 
 @router.get("/{page}", response_class=HTMLResponse)
-def contract_page(page: str) -> HTMLResponse:
+def contract_page(page: str, course: CourseDep) -> HTMLResponse:
     name = pages().get(page)
     if name is None:
         raise HTTPException(404, f"no contract page {page[:40]!r}; the pages are "
                             + ", ".join(n for n in pages() if n))
-    return HTMLResponse(render(name))
+    rules = course.hidden().parts.get("rule")
+    return HTMLResponse(render(name, tuple(sorted(rules.items())) if rules else ()))

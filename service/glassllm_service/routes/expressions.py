@@ -10,7 +10,8 @@ from starlette.responses import Response
 from glassllm.sandbox.examples import EXAMPLES
 from glassllm.sandbox.lessons import LESSONS
 from glassllm_service import compute, schemas
-from glassllm_service.deps import SettingsDep
+from glassllm_service.course_state import guarded, lessons_shown
+from glassllm_service.deps import CourseDep, SettingsDep
 from glassllm_service.requests import expression
 
 router = APIRouter(prefix="/api/v1", tags=["expressions"])
@@ -22,8 +23,10 @@ _LESSONS_JSON = orjson.dumps({"lessons": LESSONS})
              responses=schemas.error_responses(400, 413, 415, 422, 503),
              summary="Evaluate an expression of registry ops: every node's value and gradient",
              openapi_extra=expression.BODY)
-async def eval_expression(request: Request, settings: SettingsDep) -> Response:
-    return await compute.answer(request, settings, expression.prepare, send=expression.SEND)
+async def eval_expression(request: Request, settings: SettingsDep, course: CourseDep
+                          ) -> Response:
+    return await compute.answer(request, settings, guarded(expression.prepare, course),
+                                send=expression.SEND)
 
 
 @router.get("/examples", response_model=schemas.ExampleList,
@@ -34,5 +37,9 @@ def list_examples() -> Response:
 
 @router.get("/lessons", response_model=schemas.LessonList,
             summary="Lessons: prepared /api/v1/eval requests with what to notice")
-def list_lessons() -> Response:
+def list_lessons(course: CourseDep) -> Response:
+    hidden = course.hidden()
+    if hidden.ops("rule"):           # a lesson that speaks of a hidden rule is left out
+        return Response(orjson.dumps({"lessons": lessons_shown(LESSONS, hidden)}),
+                        media_type="application/json")
     return Response(_LESSONS_JSON, media_type="application/json")

@@ -14,6 +14,8 @@ from starlette.routing import request_response
 
 from glassllm.sandbox import registry
 from glassllm_service import compute, openapi, schemas
+from glassllm_service.course_state import guarded, without_rule
+from glassllm_service.deps import CourseDep
 from glassllm_service.requests import op_call
 
 router = APIRouter(prefix="/api/v1/ops", tags=["ops"],  # not included: the app's first routes
@@ -38,8 +40,8 @@ async def run_op(request: Request) -> Response:
     /openapi.json documents one POST per op, each with its own request schema and
     example, generated from the registry (`glassllm_service.openapi.op_paths`)."""
     op = op_call.find(request.path_params["name"])
-    return await compute.answer(request, request.app.state.settings,
-                                functools.partial(op_call.prepare, op), op=op.name,
+    prepare = guarded(functools.partial(op_call.prepare, op), request.app.state.course)
+    return await compute.answer(request, request.app.state.settings, prepare, op=op.name,
                                 send=op_call.SEND)
 
 
@@ -48,14 +50,31 @@ router.add_api_route("/{name}", run_op, methods=["POST"], name="run", include_in
                      route_class_override=BareRoute)
 
 
+@functools.lru_cache(maxsize=16)
+def _ops_without(rules: tuple) -> tuple[bytes, dict[str, bytes]]:
+    """The op list, and each op, without the rules an open exercise hides."""
+    hidden = dict(rules)
+    ops = [without_rule(registry.describe(op), hidden) for op in registry.OPS.values()]
+    return (orjson.dumps({"ops": ops, "kinds": registry.DTYPES}),
+            {op["name"]: orjson.dumps(op) for op in ops})
+
+
 @router.get("", response_model=schemas.OpList, summary="Every op of the registry")
-def list_ops() -> Response:
+def list_ops(course: CourseDep) -> Response:
+    rules = course.hidden().parts.get("rule")
+    if rules:
+        return Response(_ops_without(tuple(sorted(rules.items())))[0],
+                        media_type="application/json")
     return Response(_OPS_JSON, media_type="application/json")
 
 
 @router.get("/{name}", response_model=schemas.OpInfo, responses=schemas.error_responses(
                 404, why={404: "no op of that name (`unknown_op`); the message names close ones"}),
             summary="One op: its inputs, output kind and runnable examples")
-def get_op(name: str) -> Response:
-    return Response(orjson.dumps(registry.describe(op_call.find(name))),
-                    media_type="application/json")
+def get_op(name: str, course: CourseDep) -> Response:
+    op = op_call.find(name)
+    rules = course.hidden().parts.get("rule")
+    if rules:
+        return Response(_ops_without(tuple(sorted(rules.items())))[1][op.name],
+                        media_type="application/json")
+    return Response(orjson.dumps(registry.describe(op)), media_type="application/json")

@@ -7,7 +7,8 @@ from fastapi import APIRouter, Request
 from starlette.responses import Response
 
 from glassllm_service import compute, schemas
-from glassllm_service.deps import SettingsDep
+from glassllm_service.course_state import guarded
+from glassllm_service.deps import CourseDep, SettingsDep
 from glassllm_service.requests import batch, check
 
 router = APIRouter(prefix="/api/v1", tags=["tools"])
@@ -17,8 +18,9 @@ router = APIRouter(prefix="/api/v1", tags=["tools"])
              operation_id="batch",
              responses=schemas.error_responses(413, 415, 422, 503),  # a case's: in its result
              summary="Several op calls and expressions, each answered on its own, in order")
-async def run_batch(request: Request, settings: SettingsDep) -> Response:
-    return await compute.answer(request, settings, batch.prepare, send=batch.SEND)
+async def run_batch(request: Request, settings: SettingsDep, course: CourseDep) -> Response:
+    return await compute.answer(request, settings, guarded(batch.prepare, course),
+                                send=batch.SEND)
 
 
 @router.post("/check", response_model=schemas.CheckResult, openapi_extra=check.BODY,
@@ -29,5 +31,6 @@ async def run_batch(request: Request, settings: SettingsDep) -> Response:
              description="A convenience for graded feedback, not secrecy: with reveal false"
                          " the answer holds verdicts and mismatch locations only, but the"
                          " same sandbox computes any gradient on request.")
-async def run_check(request: Request, settings: SettingsDep) -> Response:
-    return await compute.answer(request, settings, check.prepare, send=check.SEND)
+async def run_check(request: Request, settings: SettingsDep, course: CourseDep) -> Response:
+    return await compute.answer(request, settings, guarded(check.prepare, course),
+                                send=check.SEND)

@@ -1,0 +1,104 @@
+"""Where attempts and hints are recorded: the `AttemptStore` protocol, and `NoRecord`.
+
+The sandbox is stateless and a class runs on several workers and replicas, so a count of
+attempts kept in one worker's memory would be wrong (each worker would count its own) —
+it belongs in a database every replica shares. This module is the hook a record plugs
+into; it holds no record itself:
+
+- `NoRecord`, the store of practice mode (and of course mode until a database is
+  attached): it stores nothing, counts nothing, and says so (``enforces`` is false), so
+  ``max_attempts`` is not enforced and hints are revealed by number;
+- a database-backed store implements the same protocol: ``record_attempt`` numbers the
+  attempt and refuses one past ``max_attempts`` atomically (two workers must not both
+  take the last attempt), and an ``idempotency_key`` seen before for that student returns
+  the attempt it recorded then (a retried submission is never counted twice).
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+from dataclasses import dataclass
+from typing import Protocol, runtime_checkable
+
+__all__ = ["Attempt", "AttemptStore", "AttemptsExhausted", "NoRecord", "Recorded"]
+
+
+@dataclass(frozen=True)
+class Attempt:
+    """One graded submission, as the record keeps it (no answers, no expected numbers)."""
+
+    student: str
+    exercise_id: str
+    content_hash: str
+    verdict_digest: str          # sha256 of the public verdict's JSON: what was answered
+    pattern: str | None          # the first wrong answer's pattern name
+    score: float                 # points earned
+    passed: bool
+    hints_used: int
+    created_at: dt.datetime
+    idempotency_key: str | None = None
+
+
+@dataclass(frozen=True)
+class Recorded:
+    """What the store did with an attempt: its number (None: not recorded), whether it
+    repeats an earlier one (the same idempotency key), and how many the student has used."""
+
+    number: int | None
+    repeated: bool = False
+    used: int | None = None
+
+
+class AttemptsExhausted(Exception):
+    """The student has used every attempt the exercise allows."""
+
+    def __init__(self, used: int, allowed: int) -> None:
+        super().__init__(f"{used} of {allowed} attempts used")
+        self.used, self.allowed = used, allowed
+
+
+@runtime_checkable
+class AttemptStore(Protocol):
+    """The record's side of exercises (see the module docstring)."""
+
+    @property
+    def enforces(self) -> bool:
+        """True when attempts are recorded, so that ``max_attempts`` can be enforced."""
+
+    def attempts_used(self, student: str, exercise_id: str) -> int:
+        """Attempts recorded for this student and exercise."""
+
+    def record_attempt(self, attempt: Attempt, max_attempts: int | None) -> Recorded:
+        """Record one attempt, atomically refusing one past `max_attempts`
+        (`AttemptsExhausted`); the same (student, idempotency key) returns the earlier
+        attempt with ``repeated`` true."""
+
+    def hints_used(self, student: str, exercise_id: str) -> int:
+        """Hints revealed to this student for this exercise."""
+
+    def record_hint(self, student: str, exercise_id: str, number: int) -> None:
+        """Hint `number` (1-based) was revealed; recording it again changes nothing."""
+
+
+class NoRecord:
+    """Records nothing: practice mode, and course mode before a database is attached.
+
+    Example:
+        >>> store = NoRecord()
+        >>> store.enforces, store.attempts_used("ada", "rmsnorm-backward")
+        (False, 0)
+    """
+
+    enforces = False
+
+    def attempts_used(self, student: str, exercise_id: str) -> int:
+        return 0
+
+    def record_attempt(self, attempt: Attempt, max_attempts: int | None) -> Recorded:
+        return Recorded(None)
+
+    def hints_used(self, student: str, exercise_id: str) -> int:
+        return 0
+
+    def record_hint(self, student: str, exercise_id: str, number: int) -> None:
+        return None

@@ -1,0 +1,84 @@
+"""``/api/v1/exercises``: the list, one exercise for a student, a submission graded, a hint
+(docs/exercises.md, docs/modes.md). The student id: the ``X-Student-ID`` header or the
+``student`` query parameter (or a POST body's ``student``)."""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+from fastapi import APIRouter, Header, Query, Request
+from starlette.responses import Response
+
+from glassllm_service import compute, exercise_schemas, schemas
+from glassllm_service.admission import run_admitted
+from glassllm_service.body import read_json
+from glassllm_service.deps import SettingsDep
+from glassllm_service.requests import submission
+
+router = APIRouter(prefix="/api/v1/exercises", tags=["exercises"])
+StudentQuery = Annotated[str | None, Query(
+    description="the student id (or the X-Student-ID header); practice mode's default:"
+                " practice; course mode needs one")]
+StudentHeader = Annotated[str | None, Header(alias="X-Student-ID", description=(
+    "the student id (or ?student=)"))]
+JSON = "application/json"
+
+
+@router.get("", response_model=exercise_schemas.ExerciseList,
+            summary="Every exercise: id, title, points, when it opens and closes, open now?")
+def list_exercises(request: Request) -> Response:
+    return Response(submission.listing(request.app.state.course), media_type=JSON)
+
+
+@router.get("/{exercise_id}", response_model=exercise_schemas.ExerciseView,
+            responses=schemas.error_responses(403, 404, 422, 503, why={
+                403: "course mode: the exercise has not opened yet (`exercise_not_open`)",
+                404: "no exercise of that id (`unknown_exercise`)",
+                422: "a malformed or missing student id"}),
+            summary="One exercise for a student: the text, their own numbers, what to give")
+async def get_exercise(exercise_id: str, request: Request, student: StudentQuery = None,
+                       x_student_id: StudentHeader = None) -> Response:
+    course = request.app.state.course
+    exercise = course.exercise(exercise_id)
+    who = course.student(x_student_id, student)
+    view = submission.prepare_view(course, exercise, who)
+    return Response(await run_admitted(request, view.cost, view.answer), media_type=JSON)
+
+
+@router.post("/{exercise_id}/submit", response_model=exercise_schemas.SubmitResult,
+             openapi_extra=submission.BODY,
+             responses=schemas.error_responses(403, 404, 413, 415, 422, 503, why={
+                 403: "course mode: the exercise is not open, closed, hides the expected"
+                      " numbers asked for with reveal, or every attempt is used",
+                 404: "no exercise of that id (`unknown_exercise`)"}),
+             summary="Grade a student's answers: digits agreed, the pattern of a mistake")
+async def submit(exercise_id: str, request: Request, settings: SettingsDep,
+                 student: StudentQuery = None, x_student_id: StudentHeader = None) -> Response:
+    course = request.app.state.course
+    exercise = course.exercise(exercise_id)
+
+    def prepare(body, maybe_bools, settings):
+        return submission.prepare_submit(
+            body, maybe_bools, settings, course, exercise,
+            lambda given: course.student(x_student_id, student, given))
+
+    return await compute.answer(request, settings, prepare, send=submission.SEND)
+
+
+@router.post("/{exercise_id}/hints", response_model=exercise_schemas.HintResult,
+             openapi_extra=submission.HINT_BODY,
+             responses=schemas.error_responses(403, 404, 409, 415, 422, why={
+                 404: "no exercise of that id, or no hint of that number",
+                 409: "with a record attached: an earlier hint is not revealed yet"}),
+             summary="Reveal a hint: the next one, or one by its number")
+async def hints(exercise_id: str, request: Request, settings: SettingsDep,
+                student: StudentQuery = None, x_student_id: StudentHeader = None) -> Response:
+    course = request.app.state.course
+    exercise = course.exercise(exercise_id)
+    body = None
+    if request.headers.get("content-length", "0") != "0" or \
+            request.headers.get("transfer-encoding"):
+        body, _ = await read_json(request, settings, send='{"number": 1}', queued=False)
+    given = body.get("student") if isinstance(body, dict) else None
+    who = course.student(x_student_id, student, given)
+    return Response(submission.hint(course, exercise, who, body), media_type=JSON)

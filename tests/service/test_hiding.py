@@ -1,0 +1,196 @@
+"""Hidden means not served by this sandbox (docs/modes.md): while an exercise that hides a
+part is open, every route that would serve it is asked for it and serves nothing of it;
+a graded session turns the listed routes off and leaves exercises and checks on."""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+
+import pytest
+from fastapi.testclient import TestClient
+
+from glassllm.sandbox import registry
+from glassllm_service.app import create_app
+from glassllm_service.settings import Settings, SettingsError
+
+RULE = registry.OPS["rms_norm"].vjp             # the text that must not be served
+X = [[1.0, 2.0, 3.0, 4.0], [0.5, -1.0, 2.0, 0.0]]
+W = [1.0, 1.5, 2.0, 0.5]
+
+
+def exercise(folder, hide, opens=None, closes=None, ex_id="rms"):
+    folder.mkdir(parents=True, exist_ok=True)
+    dates = "".join(f"{k} = {v.isoformat()}\n" for k, v in (("opens", opens), ("closes", closes))
+                    if v is not None)
+    (folder / f"{ex_id}.toml").write_text(f'''{dates}
+id = "{ex_id}"
+title = "RMSNorm's backward"
+text = "Derive it."
+hide = {json.dumps(hide)}
+[case]
+expression = "rms_norm(x, weight)"
+[case.variables.x]
+shape = [2, 4]
+distribution = "normal"
+[case.variables.weight]
+value = [1.0, 1.0, 1.0, 1.0]
+[answer]
+kind = "grads"
+grads = ["x", "weight"]
+''', encoding="utf-8")
+    return folder
+
+
+def app(folder, **settings) -> TestClient:
+    return TestClient(create_app(Settings(mode="course", course_salt="salt",
+                                          exercises_dir=str(folder), **settings)))
+
+
+ALL = ["rule", "steps", "graph_grads", "expected", "finite_differences"]
+
+
+@pytest.fixture(scope="module")
+def hiding(tmp_path_factory):
+    return app(exercise(tmp_path_factory.mktemp("all"), ALL))
+
+
+def served_rule(text: str) -> bool:
+    """Whether a page or answer holds rms_norm's rule (the registry's text, or the
+    contract's: r³ and the sum over x·weight·g)."""
+    return any(rule in text for rule in RULE.values()) or "(d · r³)" in text \
+        or "d * r**3" in text
+
+
+def test_no_route_serves_the_rule_text(hiding):
+    for path in ("/api/v1/ops", "/api/v1/ops/rms_norm", "/openapi.json",
+                 "/docs/contract/library", "/api/v1/lessons", "/api/v1/examples"):
+        r = hiding.get(path)
+        assert r.status_code == 200, path
+        assert not served_rule(r.text), path
+    one = hiding.get("/api/v1/ops/rms_norm").json()
+    assert one["vjp"] == {} and one["hidden_by"] == {"rule": ["rms"]}
+    listed = {op["name"]: op for op in hiding.get("/api/v1/ops").json()["ops"]}
+    assert listed["rms_norm"]["vjp"] == {} and listed["softmax"]["vjp"]   # only its own op
+    assert "not shown while exercise rms is open" in hiding.get("/docs/contract/library").text
+    # the rms-norm lesson speaks of the rule: left out while the exercise is open
+    lessons = [lesson["id"] for lesson in hiding.get("/api/v1/lessons").json()["lessons"]]
+    assert "rms-norm" not in lessons and "neuron" in lessons
+
+
+def test_no_route_computes_the_expected_numbers(hiding):
+    body = {"inputs": {"x": X, "weight": W}}
+    refused = [
+        hiding.post("/api/v1/ops/rms_norm", json=body),
+        hiding.post("/api/v1/eval", json={"expression": "rms_norm(x, w).sum()",
+                                          "variables": {"x": X, "w": W}}),
+        hiding.post("/api/v1/eval", json={"expression": "(rms_norm(x, w) * 2.0).sum()",
+                                          "variables": {"x": X, "w": W}, "expand": True}),
+        hiding.post("/api/v1/check", json={"op": "rms_norm", **body,
+                                           "claimed": {"grads": {"x": X}}}),
+    ]
+    for r in refused:
+        assert r.status_code == 403, r.json()
+        err = r.json()["error"]
+        assert (err["code"], err["exercise"], err["part"]) == ("hidden_by_exercise", "rms",
+                                                              "expected")
+        assert "submit" in err["message"]
+    batch = hiding.post("/api/v1/batch", json={"cases": [{"op": "rms_norm", **body},
+                                                         {"op": "mul", "inputs": {"a": [2.0],
+                                                                                  "b": [3.0]}}]})
+    first, second = batch.json()["results"]
+    assert first["error"]["code"] == "hidden_by_exercise" and first["error"]["case"] == 0
+    assert second["value"] == [6.0]                     # the other case is answered
+    # a check with reveal false still grades, showing no expected number
+    r = hiding.post("/api/v1/check", json={"op": "rms_norm", **body, "reveal": False,
+                                           "digits": 4, "claimed": {"grads": {"x": X}}})
+    assert r.status_code == 200 and not r.json()["passed"]
+    assert "expected" not in json.dumps(r.json()["grads"]["x"]["first_mismatch"])
+    # what does not run the op is served as ever
+    assert hiding.post("/api/v1/ops/softmax", json={"inputs": {"a": [1.0, 2.0]}}).status_code \
+        == 200
+
+
+@pytest.mark.parametrize("part", ["steps", "graph_grads", "finite_differences"])
+def test_each_part_on_its_own(tmp_path, part):
+    client = app(exercise(tmp_path, [part]))
+    request = {"expression": "(rms_norm(x, w) * 2.0).sum()", "variables": {"x": X, "w": W},
+               "expand": True}
+    r = client.post("/api/v1/eval", json={**request, "check": part == "finite_differences"})
+    if part == "finite_differences":
+        assert r.status_code == 403 and r.json()["error"]["part"] == "finite_differences"
+        assert client.post("/api/v1/eval", json=request).status_code == 200
+        return
+    body = r.json()
+    node = next(n for n in body["nodes"] if n["op"] == "rms_norm")
+    if part == "steps":
+        assert "expansion" not in node and body["nodes"][0]["grad"] is not None
+    else:
+        assert all(n["grad"] is None for n in body["nodes"]) and "expansion" in node
+    assert any("exercise 'rms'" in w for w in body["warnings"])
+    assert body["grads"]                                # the variables' gradients: not hidden
+
+
+def test_a_closed_exercise_hides_nothing_and_a_future_one_not_yet(tmp_path):
+    now = dt.datetime.now(dt.UTC).replace(microsecond=0)
+    closed = app(exercise(tmp_path / "a", ALL, opens=now - dt.timedelta(days=3),
+                          closes=now - dt.timedelta(days=1)))
+    future = app(exercise(tmp_path / "b", ALL, opens=now + dt.timedelta(days=1)))
+    for client in (closed, future):
+        assert served_rule(client.get("/api/v1/ops/rms_norm").text)
+        assert client.post("/api/v1/ops/rms_norm",
+                           json={"inputs": {"x": X, "weight": W}}).status_code == 200
+
+
+def test_practice_mode_hides_nothing(tmp_path):
+    client = TestClient(create_app(Settings(exercises_dir=str(exercise(tmp_path, ALL)))))
+    assert served_rule(client.get("/api/v1/ops/rms_norm").text)
+    assert client.post("/api/v1/ops/rms_norm", json={"inputs": {"x": X, "weight": W}}) \
+        .status_code == 200
+    r = client.post("/api/v1/exercises/rms/submit", json={"answers": {"x": X}, "reveal": True})
+    assert r.status_code == 200 and "expected" in r.json()["answers"]["x"]
+
+
+def test_the_course_document_says_the_hiding_routes_answer_403(hiding):
+    doc = hiding.get("/openapi.json").json()
+    for path in ("/api/v1/eval", "/api/v1/check", "/api/v1/ops/rms_norm"):
+        assert "403" in doc["paths"][path]["post"]["responses"], path
+
+
+@pytest.fixture(scope="module")
+def graded(tmp_path_factory):
+    return app(exercise(tmp_path_factory.mktemp("graded"), ["rule"]), graded_session=True)
+
+
+def test_a_graded_session_turns_the_listed_routes_off(graded):
+    off = [graded.post("/api/v1/ops/softmax", json={"inputs": {"a": [1.0]}}),
+           graded.post("/api/v1/eval", json={"expression": "x * 2", "variables": {"x": [1.0]},
+                                             "check": True}),
+           graded.post("/api/v1/batch", json={"cases": []}),
+           graded.get("/dist/"), graded.get("/dist/glassllm-0.1.0-py3-none-any.whl"),
+           graded.get("/simple/"), graded.get("/simple/glassllm/")]
+    for r in off:
+        assert r.status_code == 403, r.request.url
+        assert r.json()["error"]["code"] == "off_in_graded_session"
+    doc = graded.get("/openapi.json").json()["paths"]
+    assert "/api/v1/eval" not in doc and "/dist/" not in doc and "/api/v1/batch" not in doc
+    assert not any(p.startswith("/api/v1/ops/") and "post" in item for p, item in doc.items())
+
+
+def test_a_graded_session_leaves_exercises_and_checks_on(graded):
+    assert graded.get("/api/v1/exercises").status_code == 200
+    assert graded.get("/api/v1/exercises/rms?student=ada").json()["feedback"] == "pattern"
+    r = graded.post("/api/v1/exercises/rms/submit?student=ada", json={"answers": {"x": X}})
+    assert r.status_code == 200 and "digits" not in r.json()["answers"]["x"]
+    r = graded.post("/api/v1/check", json={"op": "softmax", "inputs": {"a": [1.0, 2.0]},
+                                           "claimed": {"value": [0.5, 0.5]}})
+    assert r.status_code == 200
+    assert graded.get("/api/v1/ops").status_code == 200 and graded.get("/healthz").status_code \
+        == 200
+
+
+def test_a_graded_session_in_practice_mode_is_refused_at_startup():
+    with pytest.raises(SettingsError) as info:
+        Settings(graded_session=True)
+    assert "GLASSLLM_GRADED_SESSION=1" in str(info.value) and "GLASSLLM_MODE=course" in str(
+        info.value)
