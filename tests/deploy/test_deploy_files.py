@@ -36,7 +36,8 @@ SETTINGS = {f"{ENV_PREFIX}{name.upper()}"
             for name in Settings.model_fields} - {
     f"{ENV_PREFIX}STATIC_DIR",                       # the page ships in the image
     f"{ENV_PREFIX}WORKERS"}                          # set by --workers for the workers it starts
-SECRETS = {f"{ENV_PREFIX}API_TOKEN"}                 # a Secret's business, never a ConfigMap's
+# a Secret's business, never a ConfigMap's
+SECRETS = {f"{ENV_PREFIX}API_TOKEN", f"{ENV_PREFIX}COURSE_SALT"}
 
 
 def documents() -> dict[str, dict]:
@@ -87,11 +88,17 @@ def test_probes_use_the_sandbox_routes():
     assert c["ports"][0]["containerPort"] == 8000
 
 
-def test_the_configmap_sets_exactly_the_sandbox_settings_and_they_are_valid():
+def test_the_configmap_sets_exactly_the_sandbox_settings_and_they_are_valid(tmp_path):
     data = documents()["ConfigMap"]["data"]
     assert set(data) == SETTINGS - SECRETS
     values = {k.removeprefix(ENV_PREFIX).lower(): v for k, v in data.items()}
-    Settings(**values)
+    # the exercise directory is the pod's mount (below); here, a directory that exists
+    mounts = {m["mountPath"]: m["name"] for m in container()["volumeMounts"]}
+    volumes = {v["name"]: v for v in
+               documents()["Deployment"]["spec"]["template"]["spec"]["volumes"]}
+    exercises = volumes[mounts[values["exercises_dir"]]]["configMap"]
+    assert exercises["optional"] is True          # a course with no exercises yet starts
+    assert Settings(**{**values, "exercises_dir": tmp_path}).mode == "course"
 
 
 def test_resources_match_the_limits():
@@ -118,7 +125,10 @@ def test_the_pod_runs_locked_down_like_docker_test():
     assert (sc["readOnlyRootFilesystem"], sc["allowPrivilegeEscalation"],
             sc["capabilities"]["drop"]) == (True, False, ["ALL"])
     assert spec["securityContext"]["runAsNonRoot"] is True
-    assert spec["containers"][0]["volumeMounts"] == [{"name": "tmp", "mountPath": "/tmp"}]
+    # the only writable place is /tmp; the course's exercises come in read-only
+    assert spec["containers"][0]["volumeMounts"] == [
+        {"name": "tmp", "mountPath": "/tmp"},
+        {"name": "exercises", "mountPath": "/exercises", "readOnly": True}]
     assert "args" not in spec["containers"][0] and "command" not in spec["containers"][0]
 
 

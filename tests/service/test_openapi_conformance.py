@@ -141,6 +141,16 @@ def shape_refusal(c: httpx.Client, name: str) -> dict | None:
 ELSEWHERE: dict[tuple[str, str, int], str] = {
     (method, "/dist/{filename}", 507): "tests/service/test_disk_faults.py (a file-size limit,"
     " a full tmpfs, no writable temporary directory)" for method in ("get", "head")}
+# An exercise's refusals that need course mode, a clock or a record of attempts, which this
+# practice-mode server has none of: each is sent in tests/service/test_exercise_routes.py.
+ELSEWHERE |= {
+    ("get", "/api/v1/exercises/{exercise_id}", 403): "test_not_open_yet_and_closed",
+    ("post", "/api/v1/exercises/{exercise_id}/submit", 403):
+        "test_the_record_hook_enforces_max_attempts_and_hint_order (no_attempts_left)",
+    ("post", "/api/v1/exercises/{exercise_id}/hints", 403):
+        "test_not_open_yet_and_closed (a hint of an exercise not open yet)",
+    ("post", "/api/v1/exercises/{exercise_id}/hints", 409):
+        "test_the_record_hook_enforces_max_attempts_and_hint_order (hint_out_of_order)"}
 
 
 def statuses(doc: dict) -> list[tuple[str, str, int]]:
@@ -157,15 +167,22 @@ def test_every_documented_status_is_sent(tmp_path):
         def got(method: str, path: str, r: httpx.Response) -> None:
             sent.setdefault((method, path), set()).add(r.status_code)
 
+        # a templated path is requested with a real exercise, so that what is witnessed is
+        # the body's refusal, not the unknown id's 404
+        exercise = c.get("/api/v1/exercises").json()["exercises"][0]["id"]
+
+        def real(path: str) -> str:
+            return path.replace("{exercise_id}", exercise)
+
         posts = [p for p, item in doc["paths"].items() if "post" in item]
         for path in posts:
-            got("post", path, c.post(path, json={}))                          # 401
-            got("post", path, c.post(path, json={}, headers={"Authorization": "Bearer"}))
-            got("post", path, c.post(path, content=b"{}", headers={**AUTH, "Content-Type":
-                                                                    "text/plain"}))  # 415
-            got("post", path, c.post(path, content=b"", headers={**AUTH, "Content-Type":
-                                                                  "application/json"}))
-            got("post", path, c.post(path, content=b" " * 70_000, headers={      # 413
+            got("post", path, c.post(real(path), json={}))                    # 401
+            got("post", path, c.post(real(path), json={}, headers={"Authorization": "Bearer"}))
+            got("post", path, c.post(real(path), content=b"{}", headers={
+                **AUTH, "Content-Type": "text/plain"}))                          # 415
+            got("post", path, c.post(real(path), content=b"", headers={
+                **AUTH, "Content-Type": "application/json"}))
+            got("post", path, c.post(real(path), content=b" " * 70_000, headers={  # 413
                 **AUTH, "Content-Type": "application/json"}))
         for name in R.OPS:
             body = shape_refusal(c, name)
@@ -181,6 +198,14 @@ def test_every_documented_status_is_sent(tmp_path):
             "op": "nope", "inputs": {}, "claimed": {"value": [1.0]}}))
         got("post", "/api/v1/train", c.post("/api/v1/train", headers=AUTH, json={}))  # 429
         got("get", "/api/v1/ops/{name}", c.get("/api/v1/ops/nope"))
+        one, submit = "/api/v1/exercises/{exercise_id}", "/api/v1/exercises/{exercise_id}/submit"
+        hints = "/api/v1/exercises/{exercise_id}/hints"
+        got("get", one, c.get("/api/v1/exercises/nope"))                       # 404
+        got("get", one, c.get(f"/api/v1/exercises/{exercise}?student=-no"))    # 422
+        got("post", submit, c.post("/api/v1/exercises/nope/submit", headers=AUTH, json={}))
+        got("post", submit, c.post(real(submit), headers=AUTH, json={"answers": 1}))  # 422
+        got("post", hints, c.post("/api/v1/exercises/nope/hints", headers=AUTH))
+        got("post", hints, c.post(real(hints), headers=AUTH, json={"number": 0}))  # 422
         got("get", "/dist/{filename}", c.get("/dist/nope.whl"))
         got("get", "/dist/{filename}", c.get(f"/dist/{wheel}", headers={"Range": "bytes=0-9"}))
         got("get", "/dist/{filename}", c.get(f"/dist/{wheel}",
@@ -194,7 +219,8 @@ def test_every_documented_status_is_sent(tmp_path):
             assert time.monotonic() < deadline
             time.sleep(0.05)
         for path in posts:
-            got("post", path, c.post(path, json={"inputs": {}}, headers=AUTH))
+            got("post", path, c.post(real(path), json={"inputs": {}}, headers=AUTH))
+        got("get", one, c.get(real(one)))                                      # 503
         slow.join()
     missing = [f"{method.upper()} {path} {status}" for method, path, status in statuses(doc)
                if (status >= 400 or status == 206) and status not in sent.get((method, path), ())

@@ -225,20 +225,28 @@ ENV = {"MAX_BODY_BYTES": 4096, "MAX_JSON_DEPTH": 7, "MAX_ARRAY_ELEMENTS": 11,
        "MAX_TRAINING_RUNS": 3, "MAX_TRAIN_STEPS": 43, "MAX_PARAMETERS": 47,
        "MAX_CORPUS_BYTES": 53, "MAX_TRAIN_SECONDS": 5.5, "MAX_TRAIN_BATCH": 59}
 FLAGS = ("ACCESS_LOG", "METRICS")            # on by default; "0" in the environment: off
+# the course: each away from its default (docs/modes.md); the exercise directory is a
+# temporary one, since the setting refuses a path that is not a directory
+COURSE = {"MODE": "course", "GRADED_SESSION": True, "COURSE_SALT": "s4lt",
+          "SHIPPED_EXERCISES": True}
 
 
-def test_every_limit_variable_is_read_from_the_environment(monkeypatch):
+def test_every_limit_variable_is_read_from_the_environment(monkeypatch, tmp_path):
     for name, value in ENV.items():
         monkeypatch.setenv(f"GLASSLLM_{name}", str(value))
     for name in FLAGS:
         monkeypatch.setenv(f"GLASSLLM_{name}", "0")
+    for name, value in COURSE.items():
+        monkeypatch.setenv(f"GLASSLLM_{name}", "1" if value is True else str(value))
+    monkeypatch.setenv("GLASSLLM_EXERCISES_DIR", str(tmp_path))
     s = Settings()
-    for name, value in ENV.items():
+    for name, value in {**ENV, **COURSE}.items():
         assert getattr(s, name.lower()) == value, name
     for name in FLAGS:
         assert getattr(s, name.lower()) is False, name
+    assert s.exercises_dir == tmp_path
     fields = {f for f in Settings.model_fields if f != "static_dir"}
-    assert fields == {n.lower() for n in (*ENV, *FLAGS)}
+    assert fields == {n.lower() for n in (*ENV, *FLAGS, *COURSE, "EXERCISES_DIR")}
 
 
 def test_an_environment_limit_reaches_the_routes(monkeypatch):
