@@ -96,7 +96,8 @@ def main() -> None:
     parser.add_argument("--height", type=int, default=800)
     args = parser.parse_args()
     size = {"width": args.width, "height": args.height}
-    with running_sandbox() as url, sync_playwright() as p:
+    # the access log off: one line per page request would bury the figures
+    with running_sandbox(env={"GLASSLLM_ACCESS_LOG": "false"}) as url, sync_playwright() as p:
         browser = p.chromium.launch(executable_path=CHROMIUM, args=ARGS)
         graph_layout(browser, url, size, args.repeat)
         lesson_times(browser, url, size, args.repeat)

@@ -79,7 +79,7 @@ function heat(matrix, tokens, kind, caption, cell) {
 function fitMaps(n) {
   const maps = $("attn-maps");
   const room = Math.max(200, maps.clientWidth || 320);
-  const above = maps.getBoundingClientRect().top - $("attention").getBoundingClientRect().top;
+  const above = maps.getBoundingClientRect().top - $("attn-panel").getBoundingClientRect().top;
   const tall = window.innerHeight - above - READOUT - 8;
   const side = Math.min(Math.floor(((room - GAP) / 2 - LABEL) / n), Math.floor((tall - CAPTION) / (n + 1)));
   if (side >= MIN_CELL) return { cell: Math.min(MAX_CELL, side), layout: "side" };

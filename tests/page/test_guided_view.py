@@ -152,7 +152,7 @@ def test_attention_one_head_at_a_time_weights_beside_gradients_fits_the_window(b
                 assert tables.count() == 1 and pg.is_visible("#attn-which")
                 pg.check('input[name="attn-which"][value="grad"]')
                 assert "gradient" in pg.inner_text("table.attn caption")
-        top = rect(pg, "#attention")["top"]
+        top = rect(pg, "#attn-panel")["top"]
         bottom = rect(pg, "#attn-maps")["bottom"]
         assert bottom - top <= height, f"the panel is {bottom - top}px tall"
         assert page_width(pg) <= width
@@ -169,8 +169,8 @@ def test_attention_one_head_at_a_time_weights_beside_gradients_fits_the_window(b
         assert "weight" in readout and "gradient" in readout and f"({n - 1}) → key" in readout
         if layout == "side":
             assert pg.locator("table.attn td.twin").count() == 1     # the same cell, other map
-        pg.locator("#attention").screenshot(path=str(ARTIFACTS / f"attention-{width}.png"))
-        assert axe_serious(pg, "#attention") == []
+        pg.locator("#attn-panel").screenshot(path=str(ARTIFACTS / f"attention-{width}.png"))
+        assert axe_serious(pg, "#attn-panel") == []
     finally:
         context.close()
     assert errors == []
@@ -207,6 +207,15 @@ def test_a_phone_never_scrolls_sideways_in_any_view(browser, url):
         seen["train"] = page_width(pg)
         shot(pg, "phone-train")
         assert axe_serious(pg, "#node-detail") == []
+        pg.goto(url + "/#exercise=rmsnorm-backward")           # an exercise in place of it all
+        pg.wait_for_selector("#exercise-form")
+        seen["exercise"] = page_width(pg)
+        assert pg.is_hidden(".action-bar")                     # it has its own Check button
+        shot(pg, "phone-exercise")
+        start(pg, "neuron")                                    # a lesson leaves the exercise
+        assert pg.is_hidden("#exercise-view") and pg.is_visible("#guide")
+        assert pg.evaluate("location.hash") == "#lesson=neuron"   # a reload opens the lesson
+        seen["lesson after an exercise"] = page_width(pg)
     finally:
         context.close()
     assert all(w <= width for w in seen.values()), seen
