@@ -4,6 +4,7 @@
 
 import { clauseLink, el, withClauseLinks } from "./dom.js";
 import { isMask, makeEditor, setMessage } from "./editors.js";
+import { guideCaseChanged } from "./guide.js";
 import { run } from "./run.js";
 import { hideCopy } from "./share.js";
 import { $, opByName, state } from "./state.js";
@@ -17,8 +18,11 @@ export function setMode(mode) {
   $("#expr-mode").hidden = mode !== "expr";
 }
 
-/** Any edit: the case no longer is the example it came from. */
-export function caseChanged() { state.example = null; }
+/** Any edit: the case no longer is the example (or the guide's case) it came from. */
+export function caseChanged() {
+  state.example = null;
+  guideCaseChanged();
+}
 
 // --------------------------------------------------------------------------------------
 // one op
@@ -30,7 +34,7 @@ export function showOp(name, inputs = null, requiresGrad = null) {
   const op = opByName(name) ?? state.ops[0];
   state.op = op;
   $("#op-select").value = op.name;
-  $("#op-summary").replaceChildren(`${op.summary} (SPEC `, clauseLink(op.clause), `; ${op.module}.${op.name}` +
+  $("#op-summary").replaceChildren(`${op.summary} (`, clauseLink(op.clause), `; ${op.module}.${op.name}` +
     (op.output === "ndarray" ? "; returns an ndarray: no gradients" : "") + ")");
   const first = op.examples[0]?.request ?? { inputs: {} };
   const values = inputs ?? first.inputs;
@@ -92,13 +96,15 @@ export function opRequest() {
 const VARIABLE = { name: "value", kind: "variable", dtype: "float64", array: true,
   differentiable: true, required: true, doc: "" };
 
-export function addVariable(name, spec) {
+/** A variable row. `spec.requires_grad` absent: the sandbox decides (a variable used as a
+ *  tensor gets a gradient), and `guess` is what the checkbox shows until its answer. */
+export function addVariable(name, spec, guess = false) {
   const i = state.vars.length ? Math.max(...state.vars.map((v) => v.index)) + 1 : 0;
   const row = el("div", { class: "var-row" });
   const nameId = `var-name-${i}`;
   const nameInput = el("input", { id: nameId, type: "text", class: "code var-name", value: name, spellcheck: "false", autocomplete: "off" });
   const remove = el("button", { type: "button", class: "small", text: "Remove", "aria-label": `Remove variable ${name}` });
-  const editor = makeEditor(VARIABLE, spec.value, { requiresGrad: Boolean(spec.requires_grad), onChange: caseChanged,
+  const editor = makeEditor(VARIABLE, spec.value, { requiresGrad: Boolean(spec.requires_grad ?? guess), onChange: caseChanged,
     idPrefix: `var-${i}`, outer: 3 });              // {"variables": {"x": {"value": …}}}
   // requires_grad absent from the case: the sandbox decides (a float tensor input gets a
   // gradient) and the checkbox follows its answer after the run

@@ -8,7 +8,8 @@ import { run } from "./run.js";
 import { hideCopy } from "./share.js";
 import { formatValue } from "./wire.js";
 import { $, state } from "./state.js";
-import { bringResultIntoView, hideNotes, suggestVariables } from "./teach.js";
+import { closeGuide, revealResult } from "./guide.js";
+import { suggestVariables } from "./teach.js";
 
 export async function load() {
   state.ops = (await getJSON("/api/v1/ops")).ops;
@@ -27,6 +28,7 @@ function buildOpSelect() {
   }
   select.replaceChildren(...groups.values());
   select.addEventListener("change", () => {
+    closeGuide();
     state.example = null;
     $("#grad-output").value = "";
     showOp(select.value);
@@ -45,7 +47,7 @@ function buildGallery() {
       el("span", { class: "ex-title" }, ex.title, el("code", { class: "ex-code", text: ex.request.expression })),
       ex.clause ? el("span", { class: "ex-clause ex-clause-space", "aria-hidden": "true", text: ex.clause }) : null);
     b.dataset.example = ex.id;
-    b.addEventListener("click", async () => { loadExample(ex); hideNotes(); await run(); bringResultIntoView(); });
+    b.addEventListener("click", async () => { closeGuide(); loadExample(ex); await run(); revealResult(); });
     list.append(el("li", { class: "example-item" }, b,
       ex.clause ? el("span", { class: "ex-clause ex-clause-link" }, clauseLink(ex.clause)) : null));
   }

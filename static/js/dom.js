@@ -16,12 +16,15 @@ export function el(tag, attrs = {}, ...children) {
 
 /** Where a clause of the contract is served: L → the library, H → HTTP, P → the page. */
 const CONTRACT_PAGES = { L: "library", H: "http", P: "page" };
-const CLAUSE_ID = /\b([LHP](?:0|[1-9]\d*)(?:\.\d+)?)\b/g;
+// a clause id, with the word "SPEC" before it dropped: students have the docs the sandbox
+// serves, not the contract's source, so the id alone is the link
+const CLAUSE_ID = /(?:\bSPEC\s+)?\b([LHP](?:0|[1-9]\d*)(?:\.\d+)?)\b/g;
+const PAGE_WORDS = { L: "the library", H: "the HTTP API", P: "the page" };
 
 /** A link to clause `id` (e.g. "L3.5") in the contract the sandbox serves. */
 export function clauseLink(id) {
   return el("a", { class: "clause", href: `/docs/contract/${CONTRACT_PAGES[id[0]]}#${id}`,
-    target: "_blank", text: id });
+    target: "_blank", title: `${id} in the docs (${PAGE_WORDS[id[0]]})`, text: id });
 }
 
 /** `text` as nodes, each clause id in it (L1.2, H4 …) a link to its anchor in the docs. */

@@ -7,7 +7,7 @@
 // 0-D is one cell, 1-D one row, 2-D a table, 3-D and up a row of 2-D slices labelled by
 // their leading indices.
 
-import { flat, formatNumber, shapeOf, shapeText } from "./wire.js";
+import { flat, formatNumber, labelNumber, shapeOf, shapeText } from "./wire.js";
 import { el } from "./dom.js";
 
 const DIVERGING = [[33, 102, 172], [146, 197, 222], [247, 247, 247], [253, 184, 99], [179, 88, 6]];
@@ -21,29 +21,54 @@ function lerpStops(stops, t) {
   return stops[i].map((c, k) => Math.round(c + (stops[i + 1][k] - c) * f));
 }
 
-function textColour([r, g, b]) {
-  const lum = (0.299 * r + 0.587 * g + 0.114 * b) / 255;
-  return lum > 0.55 ? "#111" : "#fff";
+/** The text colour with the higher WCAG contrast against the cell's background (a fixed
+ *  luminance cut let white text sit on viridis' mid teal at 3.3:1). */
+function textColour(rgb) {
+  const [r, g, b] = rgb.map((c) => { c /= 255; return c <= 0.03928 ? c / 12.92 : ((c + 0.055) / 1.055) ** 2.4; });
+  const lum = 0.2126 * r + 0.7152 * g + 0.0722 * b;
+  return (lum + 0.05) / 0.05 >= 1.05 / (lum + 0.05) ? "#000" : "#fff";
 }
 
-/** How to colour an array: "diverging" centred on 0, or "sequential" over [lo, hi]. */
-export function chooseScale(numbers, role) {
+/** Float round-off: a value within ROUND_OFF of the scale (the larger of the array's
+ *  own largest magnitude and the run's, `context`) is drawn as 0 and said to be round-off,
+ *  never in a saturated colour on a scale of its own (softmax's summed gradient, ±6e−17). */
+export const ROUND_OFF = 1e-12;
+
+function largest(numbers) {
+  let m = 0;                                              // a loop: arrays can be large
+  for (const x of numbers) if (typeof x === "number" && Number.isFinite(x)) m = Math.max(m, Math.abs(x));
+  return m;
+}
+
+/** The magnitude at or below which a nonzero element of `numbers` is round-off. */
+export function roundOffLimit(numbers, context = 0) {
+  return ROUND_OFF * Math.max(largest(numbers), context || 0);
+}
+
+const isRoundOff = (x, limit) => typeof x === "number" && x !== 0 && Math.abs(x) <= limit;
+
+/** How to colour an array: "diverging" centred on 0, or "sequential" over [lo, hi];
+ *  round-off (at or below `limit`) counts as 0. */
+export function chooseScale(numbers, role, limit = 0) {
   let lo = Infinity, hi = -Infinity;                      // a loop: arrays can be large
-  for (const x of numbers) {
-    if (typeof x === "number" && Number.isFinite(x)) { lo = Math.min(lo, x); hi = Math.max(hi, x); }
+  for (let x of numbers) {
+    if (typeof x !== "number" || !Number.isFinite(x)) continue;
+    if (isRoundOff(x, limit)) x = 0;
+    lo = Math.min(lo, x); hi = Math.max(hi, x);
   }
   if (lo > hi) lo = hi = 0;
-  if (role === "probability") return { kind: "sequential", lo: 0, hi: 1 };
+  if (role === "probability") return { kind: "sequential", lo: 0, hi: 1, limit };
   if (role === "grad" || lo < 0 || lo === hi) {
     const m = Math.max(Math.abs(lo), Math.abs(hi)) || 1;
-    return { kind: "diverging", lo: -m, hi: m };
+    return { kind: "diverging", lo: -m, hi: m, limit };
   }
-  return { kind: "sequential", lo, hi };
+  return { kind: "sequential", lo, hi, limit };
 }
 
 function cellColour(x, scale) {
   if (typeof x !== "number") return null;
   if (Number.isNaN(x)) return null;                        // NaN: hatched grey (CSS)
+  if (isRoundOff(x, scale.limit)) x = 0;
   let t;
   if (scale.kind === "diverging") {
     const m = scale.hi || 1;
@@ -57,18 +82,20 @@ function cellColour(x, scale) {
 
 
 function cell(x, scale, compact, where) {
-  const td = el("td", { text: compact ? "" : formatNumber(x) });
+  const roundOff = isRoundOff(x, scale.limit);
+  const td = el("td", { text: compact ? "" : roundOff ? "≈0" : formatNumber(x) });
   // String(-0) is "0": the full value keeps the sign of zero, as the cell's text does
   const full = typeof x === "number" ? (Number.isNaN(x) ? "NaN" : Object.is(x, -0) ? "-0" : String(x)) : String(x);
   td.dataset.v = full;
-  td.title = `${where} = ${full}`;
+  td.title = `${where} = ${full}` + (roundOff ? " (round-off: drawn as 0)" : "");
+  if (roundOff) td.classList.add("round-off");
   if (compact) { td.tabIndex = -1; td.setAttribute("aria-label", `${where} = ${full}`); }
   const rgb = cellColour(x, scale);
   if (rgb) {
     td.style.background = `rgb(${rgb.join(",")})`;
     td.style.color = textColour(rgb);
   } else if (Number.isNaN(x)) {
-    td.className = "nan";
+    td.classList.add("nan");
   }
   return td;
 }
@@ -125,26 +152,45 @@ function legend(scale) {
   const bar = el("span", { class: "legend-bar", "aria-hidden": "true" });
   bar.style.background = `linear-gradient(to right, ${stops.map((s) => `rgb(${s.join(",")})`).join(", ")})`;
   const words = scale.kind === "diverging"
-    ? `diverging, centred on 0 (±${formatNumber(scale.hi)})`
-    : `sequential ${formatNumber(scale.lo)} … ${formatNumber(scale.hi)}`;
-  return el("span", { class: "legend" }, el("span", { text: formatNumber(scale.lo) }), bar,
-    el("span", { text: formatNumber(scale.hi) }), el("span", { class: "legend-words", text: words }));
+    ? `diverging, centred on 0 (±${labelNumber(scale.hi)})`
+    : `sequential ${labelNumber(scale.lo)} … ${labelNumber(scale.hi)}`;
+  return el("span", { class: "legend" }, el("span", { text: labelNumber(scale.lo) }), bar,
+    el("span", { text: labelNumber(scale.hi) }), el("span", { class: "legend-words", text: words }));
+}
+
+/** The sentence under a heatmap whose round-off is drawn as 0 (null when it has none). */
+function roundOffNote(numbers, limit, context) {
+  let count = 0, biggest = 0;
+  for (const x of numbers) if (isRoundOff(x, limit)) { count += 1; biggest = Math.max(biggest, Math.abs(x)); }
+  if (!count) return null;
+  const all = count === numbers.filter((x) => typeof x === "number" && x !== 0 && Number.isFinite(x)).length;
+  const scale = labelNumber(limit / ROUND_OFF);
+  const what = count === 1 ? "1 value" : `${count} values`;
+  const note = el("p", { class: "hint round-off-note", text: `${all && count > 1 ? `All ${count} nonzero values` : what} ` +
+    `of magnitude ≤ ${labelNumber(biggest)}, below 10⁻¹² of the scale ${scale}${context ? " (this run's largest number)" : ""}, ` +
+    "are float round-off of 0: drawn as 0 (≈0), the exact value on hover." });
+  return note;
 }
 
 /**
  * An array as a captioned heatmap figure.
  * @param value  nested lists of numbers (already through fromWire)
- * @param opts   {title, role: "grad" | "probability" | "value", name}
+ * @param opts   {title, role: "grad" | "probability" | "value", name, context: the run's
+ *               largest magnitude, against which round-off is judged}
  */
-export function heatmap(value, { title, role = "value", name = "" } = {}) {
+export function heatmap(value, { title, role = "value", name = "", context = 0 } = {}) {
   const shape = shapeOf(value) ?? [];
   if (!shape.length) return scalar(value, { title, role, name });
   const numbers = flat(value);
-  const scale = chooseScale(numbers, role);
+  const limit = roundOffLimit(numbers, context);
+  const scale = chooseScale(numbers, role, limit);
+  const note = roundOffNote(numbers, limit, context);
   const fig = el("figure", { class: `heatmap role-${role}` });
   fig.dataset.name = name;
   fig.dataset.shape = JSON.stringify(shape);
-  if (shape.at(-1) > COMPACT_COLS || numbers.length > COMPACT_CELLS) return bigHeatmap(fig, value, shape, scale, title, numbers.length);
+  if (shape.at(-1) > COMPACT_COLS || numbers.length > COMPACT_CELLS) {
+    return bigHeatmap(fig, value, shape, scale, title, numbers.length, note);
+  }
   fig.append(el("figcaption", {},
     el("strong", { text: title }), " ",
     el("span", { class: "shape", text: `shape ${shapeText(shape)}` }), " ", legend(scale)));
@@ -168,6 +214,7 @@ export function heatmap(value, { title, role = "value", name = "" } = {}) {
     wrap.append(row);
   }
   fig.append(wrap);
+  if (note) fig.append(note);
   return fig;
 }
 
@@ -185,7 +232,7 @@ function scalar(value, { title, role, name }) {
   const fig = el("figure", { class: `heatmap scalar role-${role}` });
   fig.dataset.name = name;
   fig.dataset.shape = "[]";
-  fig.append(el("figcaption", {}, el("strong", { text: title }), " ", el("span", { class: "shape", text: "shape () — a scalar" })),
+  fig.append(el("figcaption", {}, el("strong", { text: title }), " ", el("span", { class: "shape", text: "scalar", title: "shape (): a scalar" })),
     el("p", { class: "scalar-value", text: formatNumber(value), title: full }));
   fig.querySelector(".scalar-value").dataset.v = full;
   return fig;
@@ -193,7 +240,7 @@ function scalar(value, { title, role, name }) {
 
 /** Colour-only cells in a window of at most WINDOW × WINDOW, with a zoom, row and column
  *  sliders when the array is larger, and a readout of the cell under the pointer or focus. */
-function bigHeatmap(fig, value, shape, scale, title, count) {
+function bigHeatmap(fig, value, shape, scale, title, count, note) {
   const two = shape.length === 1 ? [1, shape[0]] : [shape.at(-2), shape.at(-1)];
   const blocks = shape.length <= 2 ? [[[], shape.length === 1 ? [value] : value]] : slices(value, shape).slice(0, 4);
   fig.append(el("figcaption", {},
@@ -247,6 +294,16 @@ function bigHeatmap(fig, value, shape, scale, title, count) {
   });
   draw();
   fig.append(controls, wrap, readout);
+  if (note) fig.append(note);
   if (count > WINDOW * WINDOW) fig.append(el("p", { class: "hint", text: `${count} elements; the sliders move the ${WINDOW} × ${WINDOW} window.` }));
   return fig;
+}
+
+/** A small 1-D or 2-D array as a bare coloured table holding its numbers, captioned
+ *  `label` (no legend, no scroll box): the terms of a worked step, side by side. */
+export function numberTable(value, { role = "value", label = "", context = 0 } = {}) {
+  const numbers = flat(value);
+  const tbl = table2d(value, chooseScale(numbers, role, roundOffLimit(numbers, context)), label);
+  tbl.classList.add("terms");
+  return tbl;
 }

@@ -9,19 +9,28 @@ import { wireCheckPanel } from "./checkpanel.js"; // "check my gradient"
 import { closeExercise, linkedExercise, loadExerciseList, openExercise } from "./exercise.js";
 import { run } from "./run.js";
 import { copyCurl, copyLink, copyPython, restoreFromLink } from "./share.js";
+import { closeGuide, revealResult, wireGuide } from "./guide.js";
 import { showStep } from "./stepper.js";
-import { hideNotes, loadLessons, onesSeed, randomSeed, suggestVariables } from "./teach.js";
+import { lessonFromLink, loadLessons, onesSeed, randomSeed, startLesson, suggestVariables } from "./teach.js";
 import { $, setStatus, state } from "./state.js";
 import "./train.js"; // the Train view wires itself
+import "./attention.js"; // and so does its attention panel
+
+/** Run the case on screen, then bring the result into view when it is off screen. */
+async function runAndReveal() {
+  await run();
+  revealResult();
+}
 
 function wire() {
-  $("#run").addEventListener("click", run);
+  $("#run").addEventListener("click", runAndReveal);
   document.addEventListener("keydown", (e) => {
-    if ((e.ctrlKey || e.metaKey) && e.key === "Enter") { e.preventDefault(); run(); }
+    if ((e.ctrlKey || e.metaKey) && e.key === "Enter") { e.preventDefault(); runAndReveal(); }
   });
   for (const radio of document.querySelectorAll('input[name="mode"]')) {
     radio.addEventListener("change", () => {
       if (radio.value === "expr" && !$("#expr-text").value.trim()) opAsExpression();
+      if (radio.value === "op") closeGuide();
       setMode(radio.value);
       state.example = null;
     });
@@ -30,9 +39,9 @@ function wire() {
     const taken = new Set(state.vars.map((v) => v.nameInput.value.trim()));
     let k = 1;
     while (taken.has(`x${k}`)) k += 1;
-    addVariable(`x${k}`, { value: [0.0] }).nameInput.focus();
+    addVariable(`x${k}`, { value: [0.0] }, true).nameInput.focus();     // a tensor: it gets a gradient
   });
-  $("#expr-text").addEventListener("input", () => { caseChanged(); hideNotes(); suggestVariables(); });
+  $("#expr-text").addEventListener("input", () => { caseChanged(); suggestVariables(); });
   $("#seed-random").addEventListener("click", randomSeed);
   $("#seed-ones").addEventListener("click", onesSeed);
   $("#grad-output").addEventListener("input", caseChanged);
@@ -41,7 +50,14 @@ function wire() {
   $("#step-reset").addEventListener("click", () => showStep(-1));
   $("#zoom-in").addEventListener("click", () => state.graph?.zoom(state.graph.scale * 1.25));
   $("#zoom-out").addEventListener("click", () => state.graph?.zoom(state.graph.scale / 1.25));
-  $("#zoom-reset").addEventListener("click", () => state.graph?.zoom(1));
+  $("#zoom-reset").addEventListener("click", () => state.graph?.full());
+  $("#zoom-fit").addEventListener("click", () => state.graph?.fit());
+  $("#graph-scroll").addEventListener("graphzoom", (e) => {
+    const { scale, mode, level } = e.detail;
+    $("#zoom-state").textContent = `${Math.round(scale * 100)}%` + (mode === "fit" ? ", fitted" : "") +
+      (level === "grad" ? ": each box shows its grad" : level === "op" ? ": each box shows its op (click one for its numbers)" : "") +
+      (scale * 12 < 11 ? "; labels hidden below 11 px, zoom in to read them" : "");
+  });
   $("#copy-link").addEventListener("click", copyLink);
   $("#copy-python").addEventListener("click", copyPython);
   $("#copy-curl").addEventListener("click", copyCurl);
@@ -49,7 +65,9 @@ function wire() {
     const exercise = linkedExercise();                   // #exercise=<id>: the exercise view
     if (exercise) { openExercise(exercise); return; }
     closeExercise();
-    if (restoreFromLink()) run();
+    const lesson = lessonFromLink();
+    if (lesson) startLesson(lesson);
+    else if (restoreFromLink()) { closeGuide(); run(); }
   });
   $("#exercise-back").addEventListener("click", (e) => {
     e.preventDefault();
@@ -57,6 +75,7 @@ function wire() {
     closeExercise();
   });
   wireCheckPanel();                                           // check my gradient
+  wireGuide();
 }
 
 async function main() {
@@ -70,9 +89,12 @@ async function main() {
     return;
   }
   const exercise = linkedExercise();
+  const lesson = lessonFromLink();
   if (exercise) {
     showOp("softmax");
     await openExercise(exercise);
+  } else if (lesson) {
+    await startLesson(lesson);
   } else if (restoreFromLink()) {
     await run();
   } else {

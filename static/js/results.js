@@ -14,14 +14,41 @@ function outputRole(data) {
   return roleOf(state.mode === "op" ? state.op.name : data.nodes.at(-1)?.op);
 }
 
+/** The case without its seed: the random seed knows the output's shape only while the
+ *  case on screen is the one that was answered. */
+export function caseKey(req) {
+  const { grad_output: _, ...rest } = req.body;
+  return `${req.url} ${toJSON(rest)}`;
+}
+
+/** The largest finite magnitude among the run's numbers that are not gradients (the
+ *  output, every input and node value, the seed): a gradient that is 10⁻¹² of it or less
+ *  is round-off of 0, drawn as 0 (heatmap.js). */
+function runScale(data, req) {
+  let m = 0;
+  const visit = (v) => {
+    v = fromWire(v);
+    if (Array.isArray(v)) v.forEach(visit);
+    else if (typeof v === "number" && Number.isFinite(v)) m = Math.max(m, Math.abs(v));
+  };
+  visit(data.value);
+  for (const n of state.nodes) visit(n.value);
+  if (state.mode === "op") Object.values(req.body.inputs ?? {}).forEach(visit);
+  if (req.body.grad_output != null) visit(req.body.grad_output); else m = Math.max(m, 1);
+  return m;
+}
+
 export function showResult(data, req) {
   const out = $("#output");
   out.replaceChildren();
   state.nodes = (data.nodes ?? []).map((n) => ({ ...n, value: fromWire(n.value), grad: n.grad == null ? n.grad : fromWire(n.grad) }));
-  out.append(heatmap(fromWire(data.value), { title: "value", role: outputRole(data), name: "value" }));
+  state.scale = runScale(data, req);
+  state.lastCase = caseKey(req);
+  const context = state.scale;
+  out.append(heatmap(fromWire(data.value), { title: "value", role: outputRole(data), name: "value", context }));
   const grads = Object.entries(data.grads);
   for (const [name, g] of grads) {
-    out.append(heatmap(fromWire(g), { title: `gradient of ${name}`, role: "grad", name: `grad:${name}` }));
+    out.append(heatmap(fromWire(g), { title: `gradient of ${name}`, role: "grad", name: `grad:${name}`, context }));
   }
   if (data.check) out.append(gradCheck(data.check));
   if (!grads.length) {
@@ -49,7 +76,7 @@ function gradCheck(check) {
     box.append(el("p", { class: c.passed ? "match" : "mismatch",
       text: `${name}: ${c.passed ? "✓ agree" : "✗ disagree"} — max abs error ${formatNumber(c.max_abs_err)},` +
         ` max rel error ${formatNumber(c.max_rel_err)}` }));
-    box.append(heatmap(fromWire(c.numeric), { title: `numeric gradient of ${name}`, role: "grad", name: `check:${name}` }));
+    box.append(heatmap(fromWire(c.numeric), { title: `numeric gradient of ${name}`, role: "grad", name: `check:${name}`, context: state.scale }));
   }
   return box;
 }
@@ -81,7 +108,7 @@ function showReference(data) {
   const ex = state.example;
   box.hidden = !ex?.expected;
   if (!ex?.expected) return;
-  box.append(elLinked("h3", {}, `Reference: ${ex.title}${ex.clause ? ` (SPEC ${ex.clause})` : ""}`));
+  box.append(elLinked("h3", {}, `Reference: ${ex.title}${ex.clause ? ` (${ex.clause})` : ""}`));
   const rows = el("dl", { class: "ref-list" });
   const add = (label, expected, actual) => {
     const ok = actual === undefined ? null : close(expected, actual);

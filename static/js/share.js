@@ -14,6 +14,10 @@ function snapshot() {
 }
 
 export function updateLink() {
+  if (state.guide?.link && !state.guide.changed) {            // the lesson's own link
+    history.replaceState(null, "", `#${state.guide.link}`);
+    return;
+  }
   const snap = snapshot();
   if (!snap) return;
   history.replaceState(null, "", `#${encodeURIComponent(toJSON(snap))}`);

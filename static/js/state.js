@@ -14,6 +14,9 @@ export const state = {
   firstNonfinite: null,    // the eval answer's first_nonfinite: {node, pass, count}
   nonfiniteExpected: false,  // that first ±∞ is what a −inf mask gives (shown in blue)
   lastShape: null,         // the last run's output shape (the random seed is shaped like it)
+  lastCase: null,          // the last answered case, seed left out: is lastShape still its shape?
+  scale: 0,                // the run's largest magnitude: round-off in its heatmaps is judged on it
+  guide: null,             // the guided panel's content while one is open (guide.js)
   step: -1,                // the backward stepper's position (-1: not stepping)
   running: 0,              // runs started (a newer run makes an older answer stale)
   finished: 0,             // runs finished: body[data-runs] (tests and scripts wait on it)

@@ -2,10 +2,11 @@
 // ledger), and the backward step-through: output first, constants skipped.
 
 import { el } from "./dom.js";
-import { drawGraph, nodeLabel, shapeLabel, summary } from "./graph.js";
+import { drawGraph, nodeLabel, shapeLabel } from "./graph.js";
 import { heatmap } from "./heatmap.js";
-import { $, opByName, roleOf, state } from "./state.js";
-import { formatValue, fromWire } from "./wire.js";
+import { backwardRule } from "./rule.js";
+import { $, roleOf, state } from "./state.js";
+import { fromWire } from "./wire.js";
 
 /** Draw state.nodes (or hide the panel when the run made none: op mode). */
 export function showGraph() {
@@ -21,10 +22,14 @@ export function showGraph() {
   state.graph.mark(new Set(nf && state.nonfiniteExpected ? [nf.node] : []), "expected");
   const constants = state.nodes.filter((n) => !n.requires_grad);
   state.graph.mark(new Set(constants.map((n) => n.id)), "constant");
-  $("#step-skipped").textContent = !constants.length ? ""
+  // the constants drawn as boxes (a number folded into its consumer's label has none)
+  const boxed = constants.filter((n) => document.querySelector(`#graph .node[data-id="${n.id}"]`));
+  const named = boxed.slice(0, 8).map((n) => `#${n.id} ${nodeLabel(n, state.nodes)}`).join(", ") +
+    (boxed.length > 8 ? ` and ${boxed.length - 8} more` : "");
+  $("#step-skipped").textContent = !boxed.length ? ""
     : !backwardOrder().length ? "Nothing to step through: no node requires grad, so the backward pass computes no gradient."
-      : `Skipped (grey): ${constants.map((n) => `#${n.id} ${nodeLabel(n, state.nodes)}`).join(", ")} — ` +
-        `${constants.length > 1 ? "constants" : "a constant"} (requires grad off): the backward pass computes no gradient for ${constants.length > 1 ? "them" : "it"}.`;
+      : `Skipped (grey): ${named} — ` +
+        `${boxed.length > 1 ? "constants" : "a constant"} (requires grad off): the backward pass computes no gradient for ${boxed.length > 1 ? "them" : "it"}.`;
   updateStepButtons();
 }
 
@@ -37,7 +42,8 @@ function describeLedger(ledger) {
     .join("; ");
 }
 
-function selectNode(id) {
+/** Select node `id`: it is marked in the graph and its details open under it. */
+export function selectNode(id) {
   const n = state.nodes.find((x) => x.id === id);
   if (!n) return;
   state.graph.highlight(id, "selected");
@@ -53,8 +59,8 @@ function selectNode(id) {
   const rule = backwardRule(n);
   if (rule) box.append(rule);
   if (n.expansion) box.append(expansionView(n));
-  if (n.value !== undefined) box.append(heatmap(n.value, { title: `value of #${n.id}`, role: roleOf(n.op), name: `node-value:${n.id}` }));
-  if (n.grad != null) box.append(heatmap(n.grad, { title: `gradient at #${n.id} (∂out/∂node)`, role: "grad", name: `node-grad:${n.id}` }));
+  if (n.value !== undefined) box.append(heatmap(n.value, { title: `value of #${n.id}`, role: roleOf(n.op), name: `node-value:${n.id}`, context: state.scale }));
+  if (n.grad != null) box.append(heatmap(n.grad, { title: `gradient at #${n.id} (∂out/∂node)`, role: "grad", name: `node-grad:${n.id}`, context: state.scale }));
   else box.append(el("p", { class: "hint", text: "No gradient flows here: it does not depend on a variable that requires grad." }));
 }
 
@@ -81,51 +87,13 @@ function expansionView(n) {
       g.highlight(id, "selected");
       detail.replaceChildren(el("h5", { text: `Inner node #${m.id}: ${nodeLabel(m, inner)} ${shapeLabel(m.shape)}` }),
         el("p", {}, el("code", { text: m.text })),
-        heatmap(m.value, { title: `value of inner #${m.id}`, role: roleOf(m.op), name: `inner-value:${m.id}` }),
-        m.grad != null ? heatmap(m.grad, { title: `gradient at inner #${m.id}`, role: "grad", name: `inner-grad:${m.id}` })
+        heatmap(m.value, { title: `value of inner #${m.id}`, role: roleOf(m.op), name: `inner-value:${m.id}`, context: state.scale }),
+        m.grad != null ? heatmap(m.grad, { title: `gradient at inner #${m.id}`, role: "grad", name: `inner-grad:${m.id}`, context: state.scale })
           : el("p", { class: "hint", text: "No gradient: a constant." }));
     } });
     g.mark(new Set(inner.filter((m) => !m.requires_grad).map((m) => m.id)), "constant");
   });
   return wrap;
-}
-
-/** An array in a few characters: the whole of a small one, else its range. */
-function numbers(v) {
-  if (v == null) return "none";
-  const text = Array.isArray(v) ? formatValue(v).replace(/\s+/g, " ") : summary(v);
-  return text.length <= 60 ? text : `${summary(v)} (shape ${shapeLabel(shapeOfArr(v))})`;
-}
-
-function shapeOfArr(v) { const s = []; while (Array.isArray(v)) { s.push(v.length); v = v[0]; } return s; }
-
-/** The node's backward rule from the registry (GET /api/v1/ops, `vjp`), then the same rule
- *  with this step's arrays: the incoming gradient g, the saved forward values, and what
- *  each input receives. Array inputs map in order to the node's inputs. */
-function backwardRule(n) {
-  const op = opByName(n.op);
-  if (!op || !op.vjp || !Object.keys(op.vjp).length) return null;
-  const arrayInputs = op.inputs.filter((i) => i.array);
-  const pairs = arrayInputs.map((spec, k) => [spec, state.nodes.find((x) => x.id === n.inputs[k])]).filter(([, x]) => x);
-  const box = el("div", { class: "rule" }, el("h5", { text: `Backward rule of ${op.name} (g = incoming gradient, out = result)` }));
-  const rules = el("ul", { class: "rule-lines" });
-  for (const [spec] of pairs) {
-    if (op.vjp[spec.name]) rules.append(el("li", {}, el("code", { text: `∂${spec.name} = ${op.vjp[spec.name]}` })));
-  }
-  box.append(rules, el("h5", { text: "With this step's numbers" }));
-  const nums = el("dl", { class: "rule-numbers" });
-  const row = (k, v) => nums.append(el("dt", {}, el("code", { text: k })), el("dd", {}, el("code", { text: v })));
-  row("g", numbers(n.grad));
-  row("out", numbers(n.value));
-  for (const [spec, x] of pairs) row(`${spec.name} (#${x.id})`, numbers(x.value));
-  for (const [spec, x] of pairs) {
-    if (!op.vjp[spec.name]) continue;
-    const shared = state.nodes.filter((m) => m.inputs.includes(x.id)).length > 1;
-    row(`∂${spec.name} → #${x.id}`, x.grad == null ? "no gradient (a constant)"
-      : numbers(x.grad) + (shared ? "  (the total: #" + x.id + " also feeds other nodes)" : ""));
-  }
-  box.append(nums);
-  return box;
 }
 
 /** The nodes whose gradient the backward pass computes, output first; constants (masks,

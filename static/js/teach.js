@@ -1,12 +1,16 @@
-// What turns the playground into a place to learn: the lessons (GET
-// /api/v1/lessons), a seed that explains itself, variables created from the expression,
-// and bringing a result into view on a narrow screen.
+// What turns the playground into a place to learn: the lessons (GET /api/v1/lessons),
+// each opened in the guided view (guide.js); a seed that explains itself; variables
+// created from the expression.
 
 import { getJSON } from "./api.js";
-import { el, withClauseLinks } from "./dom.js";
+import { el } from "./dom.js";
 import { addVariable, caseChanged, setMode, showVariables } from "./case.js";
-import { run } from "./run.js";
+import { closeExercise, linkedExercise } from "./exercise.js";
+import { openGuide, pointAt, revealResult } from "./guide.js";
+import { caseKey } from "./results.js";
+import { currentRequest, run } from "./run.js";
 import { hideCopy } from "./share.js";
+import { selectNode } from "./stepper.js";
 import { $, opByName, state } from "./state.js";
 import { flat, formatValue } from "./wire.js";
 
@@ -14,9 +18,10 @@ import { flat, formatValue } from "./wire.js";
 // lessons
 // --------------------------------------------------------------------------------------
 
+let lessons = [];
+
 export async function loadLessons() {
   const list = $("#lessons");
-  let lessons = [];
   try {
     lessons = (await getJSON("/api/v1/lessons")).lessons;
   } catch (err) {
@@ -24,18 +29,71 @@ export async function loadLessons() {
     return;
   }
   list.replaceChildren();
-  for (const lesson of lessons) {
+  lessons.forEach((lesson, k) => {
     const b = el("button", { type: "button", class: "lesson" },
-      el("span", { class: "ex-title" }, lesson.title, el("code", { class: "ex-code", text: lesson.request.expression })));
+      el("span", { class: "lesson-number", "aria-hidden": "true", text: String(k + 1) }),
+      el("span", { class: "lesson-title", text: lesson.title }));
     b.dataset.lesson = lesson.id;
-    b.addEventListener("click", async () => {
-      loadCase(lesson.request);
-      showNotes(lesson);
-      await run();
-      bringResultIntoView();
-    });
+    b.addEventListener("click", () => startLesson(lesson.id));
     list.append(el("li", { class: "lesson-item" }, b));
+  });
+}
+
+/** Open lesson `id` in the guided view, run it and bring its text and result into view. */
+export async function startLesson(id) {
+  const k = lessons.findIndex((l) => l.id === id);
+  if (k < 0) return false;
+  const lesson = lessons[k];
+  if (linkedExercise()) history.replaceState(null, "", location.pathname);
+  closeExercise();                         // a lesson runs in the playground the exercise hid
+  loadCase(lesson.request);
+  openGuide({
+    link: `lesson=${lesson.id}`,
+    kicker: `Lesson ${k + 1} of ${lessons.length}`,
+    title: lesson.title,
+    code: lesson.request.expression,
+    listTitle: "What to notice",
+    items: lesson.notes.map((n) => ({ text: n.text, show: n.claims?.length ? () => showClaim(n.claims[0].path) : null })),
+    extra: [el("p", { class: "hint", text: "Step through the backward pass under the graph, or change a number and press Run." })],
+    prev: k > 0 ? () => startLesson(lessons[k - 1].id) : null,
+    next: k < lessons.length - 1 ? () => startLesson(lessons[k + 1].id) : null,
+    restore: () => startLesson(lesson.id),
+    onLeave: () => { markCurrent(null); delete document.body.dataset.lesson; },
+  });
+  markCurrent(lesson.id);
+  await run();
+  revealResult();
+  document.body.dataset.lesson = lesson.id;             // opened and in view (tests wait on it)
+  performance.mark("glassllm:lesson-shown");            // bench/page.py times the first screen
+  return true;
+}
+
+/** Point at the array a note's claim reads (lessons.py: "value", "grads.<variable>",
+ *  "node:<source text>.value|grad"): its heatmap, or the node's details in the graph. */
+function showClaim(path) {
+  const node = path.match(/^node:(.*)\.(value|grad)$/);
+  if (!node) {
+    pointAt(document.querySelector(`figure[data-name="${path === "value" ? "value" : `grad:${path.slice(6)}`}"]`));
+    return;
   }
+  const n = state.nodes.find((x) => x.text === node[1]);
+  if (!n) return;
+  selectNode(n.id);
+  pointAt(document.querySelector(`figure[data-name="node-${node[2]}:${n.id}"]`) ?? $("#node-detail"));
+}
+
+/** The lesson on screen, marked in the list (aria-current). */
+function markCurrent(id) {
+  for (const b of document.querySelectorAll("#lessons button")) {
+    if (b.dataset.lesson === id) b.setAttribute("aria-current", "step");
+    else b.removeAttribute("aria-current");
+  }
+}
+
+/** `#lesson=<id>` in the address opens that lesson: a link a teacher can hand out. */
+export function lessonFromLink() {
+  const m = location.hash.match(/^#lesson=([\w-]+)$/);
+  return m && lessons.some((l) => l.id === m[1]) ? m[1] : null;
 }
 
 /** An /api/v1/eval request on screen (expression, variables, seed). */
@@ -49,31 +107,22 @@ export function loadCase(request) {
   suggestVariables();
 }
 
-function showNotes(lesson) {
-  const box = $("#lesson-notes");
-  box.hidden = false;
-  box.replaceChildren(el("h3", { text: `What to notice: ${lesson.title}` }),
-    el("ol", {}, ...lesson.notes.map((n) => el("li", {}, ...withClauseLinks(n.text)))));
-}
-
-export function hideNotes() { $("#lesson-notes").hidden = true; }
-
-/** After a gallery or lesson click: scroll the result into view unless it is on screen
- *  (on a 400 px phone it sits far below the button). */
-export function bringResultIntoView() {
-  const target = $("#results-title");
-  const r = target.getBoundingClientRect();
-  if (r.top < 0 || r.top > window.innerHeight * 0.6) target.scrollIntoView({ block: "start" });
-}
-
 // --------------------------------------------------------------------------------------
 // the seed
 // --------------------------------------------------------------------------------------
 
-/** A random seed shaped like the last output: uniform in [-1, 1], two decimals. */
+/** A random seed shaped like the output of the case on screen: uniform in [-1, 1], two
+ *  decimals. The last answer's shape serves only if it answered this very case; else the
+ *  case runs once with the default seed to learn its shape. */
 export async function randomSeed() {
-  if (state.lastShape == null) await run();                 // learn the output's shape
-  if (state.lastShape == null) return;
+  const req = currentRequest();
+  if (!req) return;
+  if (state.lastShape == null || state.lastCase !== caseKey(req)) {
+    $("#grad-output").value = "";
+    await run();                                            // learn the output's shape
+    const now = currentRequest();
+    if (state.lastShape == null || !now || state.lastCase !== caseKey(now)) return;   // refused
+  }
   const make = (shape) => (shape.length ? Array.from({ length: shape[0] }, () => make(shape.slice(1)))
     : Math.round((Math.random() * 2 - 1) * 100) / 100 || 0.5);
   $("#grad-output").value = formatValue(make(state.lastShape));
@@ -179,7 +228,8 @@ function createVariable(name, shapeText, spec = null) {
   const leaf = spec?.dtype === "int64" ? () => Math.floor(Math.random() * 2)
     : spec?.dtype === "bool" ? () => false : () => Math.round((Math.random() * 2 - 1) * 100) / 100;
   const make = (s) => (s.length ? Array.from({ length: s[0] }, () => make(s.slice(1))) : leaf());
-  addVariable(name, { value: make(shape) });
+  // requires grad as the sandbox will have it: a tensor gets a gradient, ids and masks not
+  addVariable(name, { value: make(shape) }, !spec || spec.kind === "tensor");
   caseChanged();
   suggestVariables();
 }

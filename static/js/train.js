@@ -7,7 +7,7 @@
 // Charts are plain SVG and HTML tables; colours: blue–white–orange for signed numbers
 // (gradients), white to blue for probabilities — both colour-blind safe.
 
-import { postJSON, postStream } from "./api.js";
+import { postStream } from "./api.js";
 import { el } from "./dom.js";
 
 const $ = (id) => document.getElementById(id);
@@ -249,73 +249,12 @@ function drawNorms(norms, step) {
   $("train-norms").replaceChildren(table);
 }
 
-// ---- attention heatmaps --------------------------------------------------------------
+// ---- the model the attention panel asks about (attention.js) ------------------------
 
-function blueOrange(t) {            // t in [-1, 1]: blue (−), white (0), orange (+)
-  const stops = [[33, 102, 172], [146, 197, 222], [247, 247, 247], [253, 184, 99], [179, 88, 6]];
-  const u = (Math.max(-1, Math.min(1, t)) + 1) / 2 * (stops.length - 1);
-  const i = Math.min(Math.floor(u), stops.length - 2), f = u - i;
-  return stops[i].map((c, k) => Math.round(c + (stops[i + 1][k] - c) * f));
-}
-
-function whiteBlue(t) {            // t in [0, 1]: white to dark blue
-  const a = [247, 247, 247], b = [33, 102, 172];
-  const u = Math.max(0, Math.min(1, t));
-  return a.map((c, k) => Math.round(c + (b[k] - c) * u));
-}
-
-// The text colour with the higher WCAG contrast against the cell's background.
-function ink(rgb) {
-  const [r, g, b] = rgb.map((c) => { c /= 255; return c <= 0.03928 ? c / 12.92 : ((c + 0.055) / 1.055) ** 2.4; });
-  const lum = 0.2126 * r + 0.7152 * g + 0.0722 * b;       // #000's contrast vs #fff's
-  return (lum + 0.05) / 0.05 >= 1.05 / (lum + 0.05) ? "#000" : "#fff";
-}
-
-function tokenText(t) { return t === " " ? "␣" : t; }
-
-function heat(matrix, tokens, kind, caption) {
-  const flat = matrix.flat();
-  const m = kind === "grad" ? Math.max(...flat.map(Math.abs), 1e-300) : 1;
-  const head = el("tr", {}, el("th", { scope: "col", class: "corner" }, "q \\ k"),
-    ...tokens.map((t) => el("th", { scope: "col" }, tokenText(t))));
-  const rows = matrix.map((row, i) => el("tr", {}, el("th", { scope: "row" }, tokenText(tokens[i])),
-    ...row.map((v, j) => {
-      const future = j > i;
-      const rgb = future ? [255, 255, 255] : kind === "grad" ? blueOrange(v / m) : whiteBlue(v);
-      const text = future ? "" : kind === "prob" || v === 0 || Math.abs(v) >= 0.01
-        ? v.toFixed(2) : v.toExponential(0);
-      return el("td", { style: `background:rgb(${rgb});color:${ink(rgb)}`, title: String(v),
-                       "data-v": String(v) }, text);
-    })));
-  return el("table", { class: `heat attn ${kind}` }, el("caption", {}, caption),
-           el("thead", {}, head), el("tbody", {}, ...rows));
-}
-
-async function showAttention() {
-  const prompt = $("attn-prompt").value;
-  const body = training.weights ? { weights: training.weights, prompt }
-    : { seed: num("train-seed"), model: settings().model, prompt };
-  $("attn-status").textContent = "Computing…";
-  const r = await postJSON("/api/v1/model/attention", body);
-  const out = r.data;
-  if (!r.ok) {
-    $("attn-status").textContent = `Refused (${r.status}): ${out.error?.message}`;
-    return;
-  }
-  const [L, H] = out.shape;
-  const blocks = [];
-  for (let l = 0; l < L; l++) {
-    for (let hd = 0; hd < H; hd++) {
-      blocks.push(el("div", { class: "attn-head" },
-        el("h4", {}, `Layer ${l}, head ${hd}`),
-        heat(out.probs[l][hd], out.tokens, "prob", "probabilities P (row: query, column: key)"),
-        heat(out.grads[l][hd], out.tokens, "grad", "gradient ∂loss/∂P")));
-    }
-  }
-  $("attn-maps").replaceChildren(...blocks);
-  $("attn-status").textContent = `Next-token loss of the prompt: ${out.loss.toFixed(4)} ` +
-    `(${L} layers × ${H} heads, ${out.tokens.length} tokens).`;
-  document.body.dataset.attnShown = String(Number(document.body.dataset.attnShown || 0) + 1);
+/** The trained weights once a run is done, else a fresh model of the settings on screen. */
+export function attentionModel() {
+  return training.weights ? { weights: training.weights }
+    : { seed: num("train-seed"), model: settings().model };
 }
 
 // ---- wiring ----------------------------------------------------------------------------
@@ -327,9 +266,6 @@ function init() {
   $("train-start").addEventListener("click", start);
   $("train-stop").addEventListener("click", stop);
   $("train-reset").addEventListener("click", reset);
-  $("attn-show").addEventListener("click", () => showAttention().catch((err) => {
-    $("attn-status").textContent = `Network error: ${err.message}`;
-  }));
   drawLoss();
   document.body.dataset.trainReady = "1";
 }

@@ -162,6 +162,13 @@ export function formatNumber(x) {
   return s.replace("-", "−");
 }
 
+/** A number in a label (a graph node, a summary, a legend, a step's numbers): as
+ *  formatNumber, but −0 reads 0 there; the sign of a zero is kept where a value is shown
+ *  in full (a heatmap's cell, its hover text). */
+export function labelNumber(x) {
+  return Object.is(x, -0) ? "0" : formatNumber(x);
+}
+
 /** Every element of a nested list, flattened. */
 export function flat(v) {
   return Array.isArray(v) ? v.flatMap(flat) : [v];

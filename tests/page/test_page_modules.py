@@ -13,9 +13,10 @@ from glassllm.sandbox import registry
 JS = ROOT / "static" / "js"
 MODULES = {p.name: p.read_text(encoding="utf-8") for p in sorted(JS.glob("*.js"))}
 KINDS = {i.kind for op in registry.OPS.values() for i in op.inputs}
-# op names the page may name, each for a reason: the op shown first, and the one whose
-# -inf output is expected (a causal mask, L3.5) rather than a problem
-NAMED_OPS = {"softmax", "masked_fill"}
+# op names the page may name, each for a reason: the op shown first, the one whose -inf
+# output is expected (a causal mask, L3.5) rather than a problem, and the one whose step
+# the page takes apart into its terms (p, one-hot, p − one-hot, ÷ N: rule.js)
+NAMED_OPS = {"softmax", "masked_fill", "cross_entropy"}
 
 
 def test_the_page_is_es_modules_of_readable_size():

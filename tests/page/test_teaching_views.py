@@ -56,7 +56,7 @@ def test_every_lesson_runs_with_its_notes_and_no_console_error(page):
         selector = f'button[data-lesson="{lesson["id"]}"]'
         run_after(page, lambda selector=selector: page.click(selector))
         assert page.inner_text("#status").startswith("Done"), lesson["id"]
-        notes = page.inner_text("#lesson-notes")
+        notes = page.inner_text("#guide-body")
         for note in lesson["notes"]:
             assert note["text"][:40] in notes.replace("\n", " ")
         shot(page, f"lesson-{lesson['id']}")
