@@ -202,12 +202,14 @@ def test_two_workers_train_and_attention_without_affinity():
     """Every request stands alone, so any worker answers any of them."""
     proc, url = start_server(workers=2)
     try:
-        def train_run():
-            with httpx.stream("POST", f"{url}/api/v1/train", json=RUN, timeout=120) as r:
+        def train_run(student: int):
+            # two students: one address, so each names itself (one run per client)
+            with httpx.stream("POST", f"{url}/api/v1/train", json=RUN, timeout=120,
+                              headers={"X-Client-ID": f"student-{student}"}) as r:
                 return parse_sse(r.iter_lines())
 
         with ThreadPoolExecutor(2) as pool:
-            runs = list(pool.map(lambda _: train_run(), range(2)))
+            runs = list(pool.map(train_run, range(2)))
         for events in runs:
             assert [n for n, _ in events][-1] == "done"
         weights = runs[0][-1][1]["weights"]
@@ -257,7 +259,8 @@ def test_a_crlf_and_bom_corpus_file_trains_the_cli_and_the_service_on_the_same_b
     assert cli_main(argv) == 0
     for sent in (raw.decode("utf-8"), raw.decode("utf-8-sig")):  # with the BOM, without
         events = run_events(client(), {**RUN, "corpus": sent})
-        assert events[0][1]["corpus_bytes"] == len(raw) - 3   # every CR counted, no BOM
+        start = next(d for n, d in events if n == "start")
+        assert start["corpus_bytes"] == len(raw) - 3   # every CR counted, no BOM
         served = decode_weights(events[-1][1]["weights"]).state_dict()
         with np.load(out) as cli:
             assert sorted(cli.files) == sorted(served)
