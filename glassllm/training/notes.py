@@ -33,6 +33,7 @@ in order):
 
 from __future__ import annotations
 
+import itertools
 import math
 import re
 from dataclasses import dataclass, field
@@ -102,7 +103,7 @@ def check(claim: dict[str, Any], events: list[dict[str, Any]], corpus: str = "")
         tail = sum(losses[k - 5:k + 5]) / 10 - sum(losses[-10:]) / 10
         assert head > tail > 0, (claim, head, tail)
     elif kind == "noisy":
-        rises = sum(b > a for a, b in zip(losses, losses[1:]))
+        rises = sum(b > a for a, b in itertools.pairwise(losses))
         assert rises >= claim["min_rises"], (claim, rises)
     elif kind == "largest":
         for e in stats:

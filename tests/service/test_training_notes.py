@@ -6,11 +6,11 @@ each note's text, word for word."""
 
 from __future__ import annotations
 
-import dataclasses
 import html
 import re
 
 import pytest
+from sandbox_server import ROOT
 from threadpoolctl import threadpool_limits
 
 from glassllm.layers import GlassConfig
@@ -18,7 +18,6 @@ from glassllm.training.notes import NOTES, check, group_kind
 from glassllm.training.stream import train_events
 from glassllm_service.requests import training_run
 from glassllm_service.settings import Settings
-from sandbox_server import ROOT
 
 PAGE = (ROOT / "static" / "index.html").read_text(encoding="utf-8")
 
