@@ -28,9 +28,9 @@ DEFAULT = Limits()
 # holds max_result_elements returns every node's value and gradient and its output again.
 ANSWER_PER_RESULT = 3
 # Runs waiting per run at once, by default: the default run (300 steps of the 131 392-weight
-# model) costs ~5 s of one core (bench/train_queue.py), so 24 waiting runs are about two
+# model) costs ~5.6 s of one core (bench/train_queue.py), so 21 waiting runs are under two
 # minutes of one core's work: the longest wait the sizing promises (docs/settings.md).
-TRAINING_QUEUE_PER_RUN = 24
+TRAINING_QUEUE_PER_RUN = 21
 
 
 class SettingsError(ValueError):
@@ -140,7 +140,7 @@ class Settings(StrictSettings):
     as the compute slots."""
     max_training_queue: Annotated[int, Field(ge=0, le=10_000)] | None = None
     """Training runs of one worker waiting for their turn; one more is refused with 503
-    and Retry-After (the page retries). Default: 24 × the runs at once, about 2 minutes of
+    and Retry-After (the page retries). Default: 21 × the runs at once, under 2 minutes of
     the default run's work (docs/settings.md, sizing training)."""
     max_train_steps: Annotated[int, Field(ge=1, le=1_000_000)] = 2000
     """Steps of one run (422 above)."""
