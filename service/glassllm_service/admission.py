@@ -1,5 +1,5 @@
 """Admission: a request waits for a compute slot in a bounded, fair queue (H5); a training
-run takes one of the worker's run places (`RunCounter`) instead.
+run waits in the training queue instead (`glassllm_service.training_queue`).
 
     work = op_call.prepare(...)           # every check, no work: its cost is planned
     out = await run_admitted(request, work.cost, work.answer)
@@ -322,22 +322,3 @@ def from_settings(settings: Any) -> Admission:
     adm.on_release = adm.idle_trim.work_done
     return adm
 
-
-class RunCounter:
-    """Training runs streaming in this process, at most ``limit`` (GLASSLLM_MAX_TRAINING_RUNS):
-    a run is a child process, not a compute slot, so it waits in no queue; one more is
-    refused at once with 429."""
-
-    def __init__(self, limit: int):
-        self.limit, self.active = limit, 0
-
-    def acquire(self) -> None:
-        if self.active >= self.limit:
-            raise ApiError(429, "too_many_runs", f"{self.active} training runs are already "
-                           f"going in this worker, at most {self.limit} "
-                           "(GLASSLLM_MAX_TRAINING_RUNS); stop one or retry later",
-                           headers={"Retry-After": "5"})
-        self.active += 1
-
-    def release(self) -> None:
-        self.active -= 1

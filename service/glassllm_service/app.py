@@ -12,7 +12,7 @@ from starlette.middleware.cors import CORSMiddleware
 from glassllm.course.attempts import AttemptStore
 from glassllm.sandbox import float_warnings
 from glassllm.sandbox.runtime import tune_malloc
-from glassllm_service import admission, graded, http_errors, metrics, openapi
+from glassllm_service import admission, graded, http_errors, metrics, openapi, training_queue
 from glassllm_service.allow import AllowEveryMethod, allow_head
 from glassllm_service.auth import BearerToken
 from glassllm_service.course_state import CourseState
@@ -55,7 +55,7 @@ def create_app(settings: Settings | None = None, attempts: AttemptStore | None =
                   generate_unique_id_function=openapi.operation_id)
     app.state.settings = settings
     app.state.admission = admission.from_settings(settings)
-    app.state.training_runs = admission.RunCounter(settings.max_training_runs)
+    app.state.training_queue = training_queue.from_settings(settings)
     app.state.course = CourseState.from_settings(settings, attempts)   # exercises: a bad
     # file stops here (glassllm-sandbox checks it before starting its workers)
     http_errors.install(app)

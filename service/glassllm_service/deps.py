@@ -14,9 +14,10 @@ from typing import Annotated
 
 from fastapi import Depends, Request
 
-from glassllm_service.admission import Admission, RunCounter
+from glassllm_service.admission import Admission
 from glassllm_service.course_state import CourseState
 from glassllm_service.settings import Settings
+from glassllm_service.training_queue import TrainingQueue
 
 
 def _settings(request: Request) -> Settings:
@@ -31,15 +32,16 @@ def _course(request: Request) -> CourseState:
     return request.app.state.course
 
 
-def _training_runs(request: Request) -> RunCounter:
-    return request.app.state.training_runs
+def _training_queue(request: Request) -> TrainingQueue:
+    return request.app.state.training_queue
 
 
 SettingsDep = Annotated[Settings, Depends(_settings)]
 """The sandbox's `Settings` (every GLASSLLM_* setting), read once at startup."""
 AdmissionDep = Annotated[Admission, Depends(_admission)]
 """This worker's compute slots and their queue (`glassllm_service.admission`)."""
-TrainingRunsDep = Annotated[RunCounter, Depends(_training_runs)]
-"""This worker's training runs (GLASSLLM_MAX_TRAINING_RUNS)."""
+TrainingQueueDep = Annotated[TrainingQueue, Depends(_training_queue)]
+"""This worker's training runs and their waiting line (GLASSLLM_MAX_TRAINING_RUNS,
+GLASSLLM_MAX_TRAINING_QUEUE)."""
 CourseDep = Annotated[CourseState, Depends(_course)]
 """The course side: mode, exercises, what the open ones hide (`glassllm_service.course_state`)."""

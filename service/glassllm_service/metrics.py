@@ -15,7 +15,12 @@ path or an id. With several worker processes, ``glassllm-sandbox`` points
 | glassllm_slots_busy | gauge (sum over workers) | lane |
 | glassllm_slots | gauge (sum over workers) | — |
 | glassllm_slot_wait_seconds | histogram | lane |
-| glassllm_refusals_total | counter | reason (queue_full, queue_timeout, client_gone) |
+| glassllm_refusals_total | counter | reason (below) |
+| glassllm_training_runs | gauge (sum over workers) | state (running, waiting) |
+| glassllm_training_slots | gauge (sum over workers) | — |
+
+Refusal reasons: ``queue_full``, ``queue_timeout``, ``client_gone`` (compute slots),
+``training_queue_full`` (a run refused), ``training_replaced`` (a run its owner replaced).
 """
 
 from __future__ import annotations
@@ -46,10 +51,17 @@ def enable() -> None:
                            ["lane"], buckets=BUCKETS)
     _m["refusals"] = Counter("glassllm_refusals", "Requests refused or dropped while queued",
                              ["reason"])
+    _m["training"] = Gauge("glassllm_training_runs", "Training runs running or waiting",
+                           ["state"], multiprocess_mode="livesum")
+    _m["training_slots"] = Gauge("glassllm_training_slots", "Training runs at once",
+                                 multiprocess_mode="livesum")
     for lane in ("small", "large"):                 # every series present from the start
         _m["queue"].labels(lane)
         _m["busy"].labels(lane)
-    for reason in ("queue_full", "queue_timeout", "client_gone"):
+    for state in ("running", "waiting"):
+        _m["training"].labels(state)
+    for reason in ("queue_full", "queue_timeout", "client_gone", "training_queue_full",
+                   "training_replaced"):
         _m["refusals"].labels(reason)
 
 
@@ -91,6 +103,16 @@ def slots_capacity(n: int) -> None:
 def slot_waited(lane: str, seconds: float) -> None:
     if _m:
         _child("wait", lane).observe(seconds)
+
+
+def training_runs(state: str, delta: int) -> None:
+    if _m:
+        _child("training", state).inc(delta)
+
+
+def training_capacity(n: int) -> None:
+    if _m:
+        _m["training_slots"].set(n)
 
 
 def refused(reason: str) -> None:

@@ -195,7 +195,7 @@ WHY = {
     401: "no Bearer token, or not this sandbox's (`unauthorized`; GLASSLLM_API_TOKEN)",
     403: "course mode: what an open exercise hides (`hidden_by_exercise`), an exercise not"
          " open or closed, every attempt used, a route off in a graded session"
-         " (`off_in_graded_session`)",
+         " (`off_in_graded_session`); training turned off by the operator (`training_off`)",
     404: "no such name (`unknown_op`, `not_found`)",
     409: "a request out of order (`hint_out_of_order`)",
     413: "a size limit: the body, an array, a result, the planned work (`body_too_large`,"
@@ -204,7 +204,6 @@ WHY = {
     416: "no requested byte range starts inside the file (`range_not_satisfiable`)",
     422: "the body is not a valid request: its JSON, a field, an input, a rule"
          " (`invalid_request`, `invalid_input`, ...)",
-    429: "this worker already trains GLASSLLM_MAX_TRAINING_RUNS runs (`too_many_runs`)",
     503: "every compute slot is busy and the queue is full, or the wait ran out"
          " (`queue_full`, `queue_timeout`)",
     507: "the disk cannot hold what the answer needs (`insufficient_storage`,"
@@ -217,8 +216,6 @@ HEADERS = {
                                '"invalid_token" for a token that does not match'}},
     416: {"Content-Range": {"required": True, "schema": _STRING,
                             "description": "bytes */<size of the file>"}},
-    429: {"Retry-After": {"required": True, "schema": _STRING,
-                          "description": "seconds to wait before trying again"}},
     503: {"Retry-After": {"required": True, "schema": _STRING,
                           "description": "seconds to wait before trying again"}},
 }

@@ -27,6 +27,10 @@ DEFAULT = Limits()
 # An answer's default bound per element of the result limit: an expression whose graph
 # holds max_result_elements returns every node's value and gradient and its output again.
 ANSWER_PER_RESULT = 3
+# Runs waiting per run at once, by default: the default run (300 steps of the 131 392-weight
+# model) costs ~5.6 s of one core (bench/train_queue.py), so 21 waiting runs are under two
+# minutes of one core's work: the longest wait the sizing promises (docs/settings.md).
+TRAINING_QUEUE_PER_RUN = 21
 
 
 class SettingsError(ValueError):
@@ -130,9 +134,14 @@ class Settings(StrictSettings):
     """Where the page lives; default: the copy shipped in the wheel, else the repo's static/."""
 
     # -- the Train view: /api/v1/train and /api/v1/model/attention (docs/training.md) --
-    max_training_runs: Annotated[int, Field(ge=0, le=64)] = 2
-    """Training runs at once in one worker process; one more is refused with 429 (0: the
-    sandbox trains nothing)."""
+    max_training_runs: Annotated[int, Field(ge=0, le=64)] | None = None
+    """Training runs at once in one worker process, each a child process; more wait in the
+    training queue (0: the sandbox trains nothing). Default: the CPUs divided by `workers`,
+    as the compute slots."""
+    max_training_queue: Annotated[int, Field(ge=0, le=10_000)] | None = None
+    """Training runs of one worker waiting for their turn; one more is refused with 503
+    and Retry-After (the page retries). Default: 21 × the runs at once, under 2 minutes of
+    the default run's work (docs/settings.md, sizing training)."""
     max_train_steps: Annotated[int, Field(ge=1, le=1_000_000)] = 2000
     """Steps of one run (422 above)."""
     max_parameters: Annotated[int, Field(ge=1, le=100_000_000)] = 500_000
@@ -218,6 +227,21 @@ class Settings(StrictSettings):
             return self.max_concurrency
         from glassllm_service.cpus import available_cpus
         return max(1, available_cpus() // self.workers)
+
+    @property
+    def training_runs(self) -> int:
+        """`max_training_runs`, or this worker's share of the CPUs (at least 1)."""
+        if self.max_training_runs is not None:
+            return self.max_training_runs
+        from glassllm_service.cpus import available_cpus
+        return max(1, available_cpus() // self.workers)
+
+    @property
+    def training_queue(self) -> int:
+        """`max_training_queue`, or `TRAINING_QUEUE_PER_RUN` × `training_runs`."""
+        if self.max_training_queue is not None:
+            return self.max_training_queue
+        return TRAINING_QUEUE_PER_RUN * self.training_runs
 
     @property
     def answer_limit(self) -> int:

@@ -33,6 +33,12 @@ from typing import Any
 import orjson
 
 CHILD_NICE = 10  # lower priority than the server's request handling
+# One BLAS thread per run: a run's matmuls are small (the default model's largest is
+# (512, 64) @ (64, 256)), and OpenBLAS's second thread only spun, measured 10.0 s of CPU
+# for the default run against 5.1 s with one thread, in the same 5.1 s of wall time. The
+# sizing (docs/settings.md) counts one core per run at once.
+ONE_THREAD = {name: "1" for name in ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS",
+                                     "MKL_NUM_THREADS")}
 LINE_LIMIT = 256 * 1024 * 1024  # the done event carries the weights (base64, ≤ ~140 MB)
 
 
@@ -58,15 +64,16 @@ async def events(kwargs: dict[str, Any], max_seconds: float,
     """Start a run in a child process and yield its events (JSON bytes, one per event).
 
     `stop`: an event (asyncio's or anyio's: anything with an awaitable ``wait()``) set when
-    the server shuts down.
+    the run must end now: the server shuts down, or the run was replaced.
 
-    Raises ``WallTimeExceeded`` when the run passes ``max_seconds``, ``ShuttingDown`` once
-    `stop` is set. A child that dies without its last event ends the events with a
-    ``process_died`` error event. Closing the generator kills the child.
+    Raises ``WallTimeExceeded`` when the run passes ``max_seconds`` (counted from here),
+    ``ShuttingDown`` once `stop` is set. A child that dies without its last event ends the
+    events with a ``process_died`` error event. Closing the generator kills the child.
     """
     child = await asyncio.create_subprocess_exec(
         sys.executable, "-m", "glassllm_service.training_runner",
-        stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE, limit=LINE_LIMIT)
+        stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE, limit=LINE_LIMIT,
+        env={**os.environ, **ONE_THREAD})
     deadline = time.monotonic() + max_seconds
     stopped = asyncio.ensure_future(stop.wait()) if stop is not None else None
     try:

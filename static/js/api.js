@@ -48,11 +48,12 @@ export async function postJSON(url, body, { onRetry } = {}) {
 }
 
 /** POST body as JSON and answer with the raw Response, for a Server-Sent-Events stream
- *  read with fetch (EventSource cannot POST); `signal` aborts it, closing the stream. */
-export async function postStream(url, body, signal) {
+ *  read with fetch (EventSource cannot POST); `signal` aborts it, closing the stream.
+ *  A 503 is retried after Retry-After plus jitter, `onRetry(attempt, ms)` told first. */
+export async function postStream(url, body, signal, { onRetry } = {}) {
   return fetchWithRetry(url, { method: "POST", signal,
     headers: { "Content-Type": "application/json", Accept: "text/event-stream" },
-    body: JSON.stringify(body) });
+    body: JSON.stringify(body) }, { onRetry, signal });
 }
 
 function session() {
@@ -88,14 +89,22 @@ export function retryAfterSeconds(res) {
   return Number.isNaN(date) ? 1 : Math.max(0, (date - Date.now()) / 1000);
 }
 
-const wait = (ms) => new Promise((resolve) => setTimeout(resolve, ms));
+// A wait that `signal` (Stop) cuts short with an AbortError, as fetch itself would.
+const wait = (ms, signal) => new Promise((resolve, reject) => {
+  if (signal?.aborted) { reject(new DOMException("aborted", "AbortError")); return; }
+  const timer = setTimeout(resolve, ms);
+  signal?.addEventListener("abort", () => {
+    clearTimeout(timer);
+    reject(new DOMException("aborted", "AbortError"));
+  }, { once: true });
+});
 
 /**
  * fetch(url, init) that retries a 503 and asks for the token on a 401 (see the top).
  * `onRetry(attempt, ms)` is told before each wait (the page shows "retrying…").
  * Resolves to the Response (any status but 503); rejects with BusyError after TRIES 503s.
  */
-async function fetchWithRetry(url, init = {}, { onRetry } = {}) {
+async function fetchWithRetry(url, init = {}, { onRetry, signal } = {}) {
   let asked = false;
   for (let attempt = 1; ; attempt++) {
     const res = await fetch(url, withHeaders(init));
@@ -113,7 +122,7 @@ async function fetchWithRetry(url, init = {}, { onRetry } = {}) {
     }
     const ms = retryAfterSeconds(res) * 1000 + Math.random() * JITTER_MS;
     onRetry?.(attempt, ms);
-    await wait(ms);
+    await wait(ms, signal);
   }
 }
 

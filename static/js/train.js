@@ -4,10 +4,14 @@
 // api.js's postStream, since an event source cannot POST); Stop aborts the request, which
 // closes the stream, which stops the run on the server. The done event carries the final weights,
 // which this page keeps and sends back with POST /api/v1/model/attention.
+// A run may wait in the worker's training queue first: its queued / position events say
+// its place and the estimated wait ("3rd in line, about 40 s"), shown live; Stop leaves
+// the line. A full line answers 503: api.js retries after Retry-After plus jitter, and
+// the status says so meanwhile.
 // Charts are plain SVG and HTML tables; colours: blue–white–orange for signed numbers
 // (gradients), white to blue for probabilities — both colour-blind safe.
 
-import { postStream } from "./api.js";
+import { BusyError, postStream } from "./api.js";
 import { el } from "./dom.js";
 
 const $ = (id) => document.getElementById(id);
@@ -63,9 +67,15 @@ async function start() {
   status("Starting…");
   let response;
   try {
-    response = await postStream("/api/v1/train", body, controller.signal);
+    response = await postStream("/api/v1/train", body, controller.signal, {
+      onRetry: (attempt, ms) => {
+        document.body.dataset.trainState = "retrying";
+        status(`The training line is full right now; trying again in ${Math.ceil(ms / 1000)} s…`);
+      } });
   } catch (err) {
-    finish(controller, err.name === "AbortError" ? "Stopped." : `Network error: ${err.message}`);
+    finish(controller, err.name === "AbortError" ? "Stopped." : err instanceof BusyError
+      ? `${err.error?.message || err.message} Press Start to try again.`
+      : `Network error: ${err.message}`, err instanceof BusyError ? "busy" : "error");
     return;
   }
   if (!response.ok) {
@@ -108,8 +118,41 @@ function handleBlock(block) {
   if (handler) handler(event);
 }
 
+/** 1 → "1st", 2 → "2nd", 3 → "3rd", 11 → "11th", 22 → "22nd". */
+export function ordinal(n) {
+  const tens = n % 100, ones = n % 10;
+  const suffix = tens >= 11 && tens <= 13 ? "th" : ["th", "st", "nd", "rd"][ones] || "th";
+  return `${n}${suffix}`;
+}
+
+/** "about 40 s", "about 2 min", from the server's estimate in seconds. */
+export function about(seconds) {
+  if (seconds < 1) return "under a second";
+  if (seconds < 90) return `about ${Math.max(1, Math.round(seconds))} s`;
+  return `about ${Math.round(seconds / 60)} min`;
+}
+
+function queuePlace(e) {
+  const line = $("train-queue");
+  document.body.dataset.trainQueue = String(e.position);
+  if (e.position === 0) {                     // its turn: the start event follows at once
+    line.hidden = true;
+    status("Starting…");
+    return;
+  }
+  document.body.dataset.trainState = "queued";
+  line.hidden = false;
+  line.textContent = `${ordinal(e.position)} in line, ${about(e.wait_s)} until your run starts` +
+    ` (${e.waiting} waiting, ${e.runs_at_once} training at once on this server).`;
+  status("Waiting for a free place to train: keep this page open; Stop leaves the line.");
+}
+
 const HANDLERS = {
+  queued: queuePlace,
+  position: queuePlace,
   start(e) {
+    $("train-queue").hidden = true;
+    document.body.dataset.trainState = "running";
     document.body.dataset.trainRun = e.run_id;
     status(`Run started: ${e.parameters.toLocaleString("en")} parameters, ` +
            `${e.corpus_bytes.toLocaleString("en")} bytes of text.`);
@@ -150,6 +193,7 @@ function finish(controller, text, kind = "") {
   status(text, kind || $("train-status").dataset.kind || "");
   delete $("train-status").dataset.final;
   delete $("train-status").dataset.kind;
+  $("train-queue").hidden = true;
   document.body.dataset.trainState = "idle";
 }
 
@@ -167,7 +211,7 @@ function reset() {
   $("train-loss").textContent = "";
   $("train-progress").value = 0;
   $("attn-maps").replaceChildren();
-  for (const k of ["trainSteps", "trainSamples", "trainDone", "trainRun"]) {
+  for (const k of ["trainSteps", "trainSamples", "trainDone", "trainRun", "trainQueue"]) {
     delete document.body.dataset[k];
   }
   drawLoss();

@@ -9,7 +9,8 @@ operation answers is documented with the error envelope, and nothing else is.
   a request here makes the server send exactly that status (a witness). FastAPI's
   automatic 422 ``HTTPValidationError`` (never sent: validation is the sandbox's own),
   a 404 on ops that exist, a 429 on attention and a 400 on ops whose plan refuses no
-  shape are gone for that reason.
+  shape are gone for that reason. A full training line needs a sandbox of its own (one
+  slot, no line): its 503 is witnessed there.
 
 The server has a token, so the 401 and the malformed-Authorization 400 are in the document
 and witnessed; its training limits are tiny, so a generated run ends at once.
@@ -196,7 +197,7 @@ def test_every_documented_status_is_sent(tmp_path):
             "op": "matmul", "inputs": mismatch, "claimed": {"value": [1.0]}}))
         got("post", "/api/v1/check", c.post("/api/v1/check", headers=AUTH, json={
             "op": "nope", "inputs": {}, "claimed": {"value": [1.0]}}))
-        got("post", "/api/v1/train", c.post("/api/v1/train", headers=AUTH, json={}))  # 429
+        got("post", "/api/v1/train", c.post("/api/v1/train", headers=AUTH, json={}))  # 403
         got("get", "/api/v1/ops/{name}", c.get("/api/v1/ops/nope"))
         one, submit = "/api/v1/exercises/{exercise_id}", "/api/v1/exercises/{exercise_id}/submit"
         hints = "/api/v1/exercises/{exercise_id}/hints"
@@ -222,6 +223,18 @@ def test_every_documented_status_is_sent(tmp_path):
             got("post", path, c.post(real(path), json={"inputs": {}}, headers=AUTH))
         got("get", one, c.get(real(one)))                                      # 503
         slow.join()
+    # 503: the training line full (one slot, held by a long run, and no line)
+    full = {"GLASSLLM_API_TOKEN": TOKEN, "GLASSLLM_MAX_TRAINING_RUNS": "1",
+            "GLASSLLM_MAX_TRAINING_QUEUE": "0", "GLASSLLM_ACCESS_LOG": "0"}
+    long_run = {"model": {"d_model": 8, "n_layers": 1, "n_heads": 2, "n_kv_heads": 1,
+                          "ffn_hidden": 8, "max_seq_len": 8}, "steps": 2000, "every": 2}
+    with running_sandbox(env=full) as url, httpx.stream(
+            "POST", f"{url}/api/v1/train", json=long_run, timeout=60,
+            headers={**AUTH, "X-Client-ID": "holder"}) as holder:
+        lines = holder.iter_lines()   # kept: a dropped iterator would close the stream
+        next(lines)
+        got("post", "/api/v1/train", httpx.post(f"{url}/api/v1/train", json={}, timeout=60,
+                                                headers={**AUTH, "X-Client-ID": "next"}))
     missing = [f"{method.upper()} {path} {status}" for method, path, status in statuses(doc)
                if (status >= 400 or status == 206) and status not in sent.get((method, path), ())
                and (method, path, status) not in ELSEWHERE]

@@ -222,8 +222,9 @@ ENV = {"MAX_BODY_BYTES": 4096, "MAX_JSON_DEPTH": 7, "MAX_ARRAY_ELEMENTS": 11,
        # the Host names answered (glassllm_service/security.py)
        "TRUSTED_HOSTS": "sandbox.example,*.course.example",
        # the Train view's endpoints
-       "MAX_TRAINING_RUNS": 3, "MAX_TRAIN_STEPS": 43, "MAX_PARAMETERS": 47,
-       "MAX_CORPUS_BYTES": 53, "MAX_TRAIN_SECONDS": 5.5, "MAX_TRAIN_BATCH": 59}
+       "MAX_TRAINING_RUNS": 3, "MAX_TRAINING_QUEUE": 61, "MAX_TRAIN_STEPS": 43,
+       "MAX_PARAMETERS": 47, "MAX_CORPUS_BYTES": 53, "MAX_TRAIN_SECONDS": 5.5,
+       "MAX_TRAIN_BATCH": 59}
 FLAGS = ("ACCESS_LOG", "METRICS")            # on by default; "0" in the environment: off
 # the course: each away from its default (docs/modes.md); the exercise directory is a
 # temporary one, since the setting refuses a path that is not a directory

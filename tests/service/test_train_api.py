@@ -44,15 +44,18 @@ def run_events(c: TestClient, body: dict) -> list[tuple[str, dict]]:
 
 def test_event_order_run_id_and_fields(client):
     events = run_events(client(), RUN)
-    assert [n for n, _ in events] == ["start", "step", "step", "stats", "step", "step", "stats",
-                                      "done"]
+    assert [n for n, _ in events] == ["queued", "start", "step", "step", "stats", "step", "step",
+                                      "stats", "done"]
     run_ids = {d["run_id"] for _, d in events}
     assert len(run_ids) == 1 and len(run_ids.pop()) == 22  # token_urlsafe(16): 128 bits
-    start = events[0][1]
+    queued = events[0][1]                     # no one ahead: its turn at once
+    assert (queued["position"], queued["wait_s"], queued["waiting"]) == (0, 0, 0)
+    assert queued["run_s"] > 0 and queued["runs_at_once"] >= 1
+    start = events[1][1]
     assert start["parameters"] == 2 * 256 * 8 + (2 * 8 + 64 + 2 * 32 + 64 + 3 * 64) + 8
     assert start["corpus_bytes"] == len(default_corpus().encode())
     assert [d["step"] for n, d in events if n == "step"] == [1, 2, 3, 4]
-    stats = events[3][1]
+    stats = events[4][1]
     assert stats["lr"] == 0.01 and stats["sample"].startswith("The ")
     assert set(stats["grad_norms"]) == {"tok_emb", "blocks.0.attn_norm", "blocks.0.attn",
                                         "blocks.0.ffn_norm", "blocks.0.ffn", "norm", "head"}
@@ -89,10 +92,10 @@ def test_the_service_run_is_the_cli_run_bit_for_bit(client, tmp_path):
      413, "GLASSLLM_MAX_PARAMETERS", "model"),
     ({"max_corpus_bytes": 100}, {**RUN, "corpus": "é" * 51}, 413, "GLASSLLM_MAX_CORPUS_BYTES",
      "corpus"),
-    ({"max_training_runs": 0}, RUN, 429, "GLASSLLM_MAX_TRAINING_RUNS", None),
+    ({"max_training_runs": 0}, RUN, 403, "GLASSLLM_MAX_TRAINING_RUNS", None),  # training off
     ({"max_result_elements": 1000}, RUN, 413, "GLASSLLM_MAX_RESULT_ELEMENTS", "batch"),
 ])
-def test_every_limit_is_refused_with_a_4xx_naming_it(client, env, body, status, setting, field):
+def test_every_limit_is_refused_naming_it(client, env, body, status, setting, field):
     r = client(**env).post("/api/v1/train", json=body)
     assert r.status_code == status
     err = r.json()["error"]
@@ -186,7 +189,7 @@ def test_a_disconnect_cancels_the_run():
                 seen.append(line)
                 if line.startswith("event: step"):
                     break
-            assert seen[:2] == ["id: 0", "event: start"]
+            assert seen[:2] == ["id: 0", "event: queued"]
             assert training_children(proc.pid)  # the run's child is alive
         # the stream is closed: the child is killed (bounded wait, not a timing assertion)
         assert wait_until(lambda: not training_children(proc.pid))
@@ -199,12 +202,14 @@ def test_two_workers_train_and_attention_without_affinity():
     """Every request stands alone, so any worker answers any of them."""
     proc, url = start_server(workers=2)
     try:
-        def train_run():
-            with httpx.stream("POST", f"{url}/api/v1/train", json=RUN, timeout=120) as r:
+        def train_run(student: int):
+            # two students: one address, so each names itself (one run per client)
+            with httpx.stream("POST", f"{url}/api/v1/train", json=RUN, timeout=120,
+                              headers={"X-Client-ID": f"student-{student}"}) as r:
                 return parse_sse(r.iter_lines())
 
         with ThreadPoolExecutor(2) as pool:
-            runs = list(pool.map(lambda _: train_run(), range(2)))
+            runs = list(pool.map(train_run, range(2)))
         for events in runs:
             assert [n for n, _ in events][-1] == "done"
         weights = runs[0][-1][1]["weights"]
@@ -254,7 +259,8 @@ def test_a_crlf_and_bom_corpus_file_trains_the_cli_and_the_service_on_the_same_b
     assert cli_main(argv) == 0
     for sent in (raw.decode("utf-8"), raw.decode("utf-8-sig")):  # with the BOM, without
         events = run_events(client(), {**RUN, "corpus": sent})
-        assert events[0][1]["corpus_bytes"] == len(raw) - 3   # every CR counted, no BOM
+        start = next(d for n, d in events if n == "start")
+        assert start["corpus_bytes"] == len(raw) - 3   # every CR counted, no BOM
         served = decode_weights(events[-1][1]["weights"]).state_dict()
         with np.load(out) as cli:
             assert sorted(cli.files) == sorted(served)

@@ -9,6 +9,7 @@ import os
 import signal
 import subprocess
 import sys
+from collections.abc import Iterator
 
 from sandbox_server import ROOT, free_port, wait_healthy
 
@@ -17,18 +18,22 @@ TINY = {"d_model": 8, "n_layers": 1, "n_heads": 2, "n_kv_heads": 1, "ffn_hidden"
 RUN = {"model": TINY, "steps": 4, "every": 2, "lr": 0.01, "batch": 2, "seed": 3}
 
 
-def parse_sse(lines) -> list[tuple[str, dict]]:
-    """(event name, data) pairs of an SSE stream's lines (pings, comments skipped)."""
-    out, name, data = [], None, []
+def sse_events(lines) -> Iterator[tuple[str, dict]]:
+    """(event name, data) pairs of an SSE stream's lines as they come (pings skipped)."""
+    name, data = None, []
     for line in lines:
         if line.startswith("event:"):
             name = line[6:].strip()
         elif line.startswith("data:"):
             data.append(line[5:].strip())
         elif line == "" and name is not None:
-            out.append((name, json.loads("\n".join(data))))
+            yield name, json.loads("\n".join(data))
             name, data = None, []
-    return out
+
+
+def parse_sse(lines) -> list[tuple[str, dict]]:
+    """(event name, data) pairs of an SSE stream's lines (pings, comments skipped)."""
+    return list(sse_events(lines))
 
 
 def start_server(workers: int = 1, env: dict | None = None):

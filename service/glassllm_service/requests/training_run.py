@@ -4,8 +4,10 @@ Stateless, so any worker or replica can answer any request: the answer is the ru
 a Server-Sent-Events stream (sse-starlette): ``start`` (with the run id), ``step`` per
 step, ``stats`` every ``every`` steps, and ``done`` with the final weights, or ``error``.
 Closing the stream cancels the run: there is nothing to DELETE, no run is kept after its
-stream ends. The run is a child process (`glassllm_service.training_runner`), counted by
-`glassllm_service.admission.RunCounter` (GLASSLLM_MAX_TRAINING_RUNS), not a compute slot.
+stream ends. The run is a child process (`glassllm_service.training_runner`) that waits for
+its turn in this worker's `glassllm_service.training_queue.TrainingQueue`, not a compute
+slot: while it waits, its stream says so (``queued``, then ``position`` events, before
+``start``), and a client that goes away leaves the line.
 
 The run id (``secrets.token_urlsafe(16)``: 128 random bits) names the run in its events
 and the server's log; nothing can be reached by it, so guessing it gains nothing.
@@ -27,11 +29,11 @@ from sse_starlette import EventSourceResponse
 
 from glassllm.layers import GlassConfig
 from glassllm.training import corpus_text, count_parameters, default_corpus
-from glassllm_service.admission import RunCounter
 from glassllm_service.body import check_answer
 from glassllm_service.envelope import model
 from glassllm_service.http_errors import ApiError
 from glassllm_service.settings import Settings
+from glassllm_service.training_queue import Replaced, Ticket, TrainingQueue, planned_seconds
 from glassllm_service.training_runner import ShuttingDown, WallTimeExceeded, events
 
 log = logging.getLogger("glassllm.service.train")
@@ -115,10 +117,12 @@ def _corpus(given: str | None, settings: Settings) -> str:
 
 @dataclasses.dataclass(frozen=True)
 class TrainingRun:
-    """A run past every check: the child's arguments and the model's parameter count."""
+    """A run past every check: the child's arguments, the model's parameter count and
+    the run's planned seconds (`glassllm_service.training_queue.planned_seconds`)."""
 
     kwargs: dict[str, Any]
     parameters: int
+    planned: float
 
 
 def prepare(body: Any, settings: Settings) -> TrainingRun:
@@ -143,17 +147,36 @@ def prepare(body: Any, settings: Settings) -> TrainingRun:
     kwargs = {"config": dataclasses.asdict(config), "corpus": corpus, "steps": req.steps,
               "lr": req.lr, "batch": req.batch, "seed": req.seed, "optimizer": req.optimizer,
               "every": req.every}
-    return TrainingRun(kwargs, count_parameters(config))
+    parameters = count_parameters(config)
+    return TrainingRun(kwargs, parameters, planned_seconds(
+        kwargs["config"], req.steps, req.batch, req.every, parameters))
 
 
-def start(run: TrainingRun, settings: Settings, runs: RunCounter) -> EventSourceResponse:
-    """Start a prepared run (one of `runs`, else 429) and answer with its event stream.
+class QueuedStream(EventSourceResponse):
+    """The run's event stream; however the response ends (even before its generator
+    started: a client gone at once), its ticket leaves the queue."""
 
-    Events: ``start`` {run_id, steps, parameters, corpus_bytes, config}, ``step``
-    {step, loss, grad_norm}, ``stats`` {step, lr, grad_norms, sample}, ``done`` {step,
-    loss, seconds, weights}, ``error`` {code, message}. Every event carries ``run_id``
-    and ``time`` (Unix seconds when the child made it)."""
-    runs.acquire()
+    def __init__(self, queue: TrainingQueue, ticket: Ticket, *args: Any, **kwargs: Any):
+        super().__init__(*args, **kwargs)
+        self.queue, self.ticket = queue, ticket
+
+    async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
+        try:
+            await super().__call__(scope, receive, send)
+        finally:
+            self.queue.leave(self.ticket)
+
+
+def start(run: TrainingRun, settings: Settings, queue: TrainingQueue,
+          owner: str) -> EventSourceResponse:
+    """Put a prepared run in line (503 when the line is full) and answer with its stream.
+
+    Events: while it waits, ``queued`` then ``position`` {position, waiting, wait_s,
+    run_s, runs_at_once}; then ``start`` {run_id, steps, parameters, corpus_bytes,
+    config}, ``step`` {step, loss, grad_norm}, ``stats`` {step, lr, grad_norms, sample},
+    ``done`` {step, loss, seconds, weights}, ``error`` {code, message}. Every event
+    carries ``run_id`` and ``time`` (Unix seconds when it was made)."""
+    ticket = queue.enter(owner, run.kwargs["steps"], run.planned)
     run_id = secrets.token_urlsafe(16)  # 128 random bits
     log.info("training run %s: %d steps, %d parameters", run_id, run.kwargs["steps"],
              run.parameters)
@@ -162,10 +185,10 @@ def start(run: TrainingRun, settings: Settings, runs: RunCounter) -> EventSource
     # uvicorn's own graceful shutdown (10 s, glassllm_service/sandbox_cli.py) cancels what
     # is left
     shutdown = anyio.Event()
-    stream = _stream(run_id, run.kwargs, settings.max_train_seconds, runs, shutdown)
-    return EventSourceResponse(stream, ping=15, headers={"Cache-Control": "no-store",
-                                                         "X-Accel-Buffering": "no"},
-                               shutdown_event=shutdown, shutdown_grace_period=5)
+    stream = _stream(run_id, run.kwargs, settings.max_train_seconds, queue, ticket, shutdown)
+    return QueuedStream(queue, ticket, stream, ping=15,
+                        headers={"Cache-Control": "no-store", "X-Accel-Buffering": "no"},
+                        shutdown_event=shutdown, shutdown_grace_period=5)
 
 
 def _error(run_id: str, code: str, message: str) -> bytes:
@@ -173,26 +196,51 @@ def _error(run_id: str, code: str, message: str) -> bytes:
                          "time": time.time()})
 
 
-async def _stream(run_id: str, kwargs: dict[str, Any], max_seconds: float, runs: RunCounter,
-                  shutdown: anyio.Event | None = None):
-    """The SSE events of one run, ending with ``done`` or ``error`` (a child that died, the
-    wall-time limit, the server shutting down); cancelled (the client gone) → the child is
-    killed."""
+SHUTDOWN = ("the sandbox is shutting down; the run was stopped (start it again once the"
+            " sandbox is back)")
+REPLACED = ("you started another run, so this one stopped: each student trains one run at a"
+            " time")
+
+
+class _Stop:
+    """The ``stop`` of a running run: the server shuts down, or the run was replaced."""
+
+    def __init__(self, queue: TrainingQueue, ticket: Ticket, shutdown: Any) -> None:
+        self.queue, self.ticket, self.shutdown = queue, ticket, shutdown
+
+    async def wait(self) -> None:
+        await self.queue.stopped(self.ticket, self.shutdown)
+
+
+async def _stream(run_id: str, kwargs: dict[str, Any], max_seconds: float,
+                  queue: TrainingQueue, ticket: Ticket, shutdown: anyio.Event | None = None):
+    """The SSE events of one run: its place in line while it waits, then the run's own,
+    ending with ``done`` or ``error`` (a child that died, the wall-time limit, the server
+    shutting down, the run replaced); cancelled (the client gone) → it leaves the line, or
+    its child is killed. The wall-time limit counts from the run's turn, not its wait."""
     prefix = b'{"run_id":"' + run_id.encode() + b'",'
     counter = itertools.count()
+
+    def sse(name: str, data: bytes) -> dict[str, str]:
+        return {"event": name, "id": str(next(counter)), "data": data.decode()}
+
     try:
-        async for message in events(kwargs, max_seconds, shutdown):
+        async for place in queue.wait_turn(ticket, shutdown):
+            yield sse(place["event"], prefix + orjson.dumps(place)[1:])
+        if not ticket.granted.done():                    # the server is shutting down
+            raise ShuttingDown
+        async for message in events(kwargs, max_seconds, _Stop(queue, ticket, shutdown)):
             name = message[10:message.index(b'"', 10)].decode()  # {"event":"<name>",...
-            yield {"event": name, "id": str(next(counter)),
-                   "data": (prefix + message[1:]).decode()}
+            if name == "step":
+                ticket.step_seen()
+            yield sse(name, prefix + message[1:])
     except WallTimeExceeded:
-        yield {"event": "error", "id": str(next(counter)), "data": _error(
-            run_id, "time_limit", f"the run passed {max_seconds:g} s of wall time"
-            " (GLASSLLM_MAX_TRAIN_SECONDS) and was stopped").decode()}
-    except ShuttingDown:
-        yield {"event": "error", "id": str(next(counter)), "data": _error(
-            run_id, "shutdown", "the sandbox is shutting down; the run was stopped (start it"
-            " again once the sandbox is back)").decode()}
+        yield sse("error", _error(run_id, "time_limit", f"the run passed {max_seconds:g} s"
+                                  " of wall time (GLASSLLM_MAX_TRAIN_SECONDS) and was stopped"))
+    except (Replaced, ShuttingDown):
+        replaced = ticket.replaced.done()
+        yield sse("error", _error(run_id, "replaced" if replaced else "shutdown",
+                                  REPLACED if replaced else SHUTDOWN))
     finally:
-        runs.release()
+        queue.leave(ticket)
         log.info("training run %s ended", run_id)
