@@ -110,9 +110,10 @@ export function drawGraph(svg, all, { onSelect }) {
   svg.append(defs);
 
   const edges = svgEl("g", { class: "edges" });
-  for (const { points } of lines) {
+  for (const { from, to, points } of lines) {
     const d = points.map((p, k) => `${k ? "L" : "M"} ${p.x} ${p.y}`).join(" ");
-    edges.append(svgEl("path", { d, class: "edge", "marker-end": `url(#${arrowId})` }));
+    // its ends, for what is drawn over an edge apart from the layout (shares.js)
+    edges.append(svgEl("path", { d, class: "edge", "data-from": from, "data-to": to, "marker-end": `url(#${arrowId})` }));
   }
   svg.append(edges);
 

@@ -21,9 +21,12 @@ function lerpStops(stops, t) {
   return stops[i].map((c, k) => Math.round(c + (stops[i + 1][k] - c) * f));
 }
 
-function textColour([r, g, b]) {
-  const lum = (0.299 * r + 0.587 * g + 0.114 * b) / 255;
-  return lum > 0.55 ? "#111" : "#fff";
+/** Dark or white text, whichever contrasts more with the cell (WCAG's relative luminance:
+ *  a mid blue such as rgb(78, 139, 192) reads 3.6:1 in white but 5.2:1 in #111). */
+function textColour(rgb) {
+  const [r, g, b] = rgb.map((c) => { const s = c / 255; return s <= 0.03928 ? s / 12.92 : ((s + 0.055) / 1.055) ** 2.4; });
+  const lum = 0.2126 * r + 0.7152 * g + 0.0722 * b;
+  return (lum + 0.05) / (0.0056 + 0.05) >= 1.05 / (lum + 0.05) ? "#111" : "#fff";
 }
 
 /** How to colour an array: "diverging" centred on 0, or "sequential" over [lo, hi]. */

@@ -4,6 +4,7 @@
 import { el } from "./dom.js";
 import { drawGraph, nodeLabel, shapeLabel, summary } from "./graph.js";
 import { heatmap } from "./heatmap.js";
+import { drawShares, pathsDetail } from "./shares.js";
 import { $, opByName, roleOf, state } from "./state.js";
 import { formatValue, fromWire } from "./wire.js";
 
@@ -16,6 +17,7 @@ export function showGraph() {
   $("#step-label").textContent = "";
   if (!state.nodes.length) return;
   state.graph = drawGraph($("#graph"), state.nodes, { onSelect: selectNode });
+  drawShares($("#graph"), state.paths);                 // each shared edge's share
   const nf = state.firstNonfinite;
   state.graph.mark(new Set(nf ? [nf.node] : []), "nonfinite");
   state.graph.mark(new Set(nf && state.nonfiniteExpected ? [nf.node] : []), "expected");
@@ -52,6 +54,8 @@ function selectNode(id) {
   box.append(facts);
   const rule = backwardRule(n);
   if (rule) box.append(rule);
+  const split = pathsDetail(n, state.nodes, state.paths);
+  if (split) box.append(split);
   if (n.expansion) box.append(expansionView(n));
   if (n.value !== undefined) box.append(heatmap(n.value, { title: `value of #${n.id}`, role: roleOf(n.op), name: `node-value:${n.id}` }));
   if (n.grad != null) box.append(heatmap(n.grad, { title: `gradient at #${n.id} (∂out/∂node)`, role: "grad", name: `node-grad:${n.id}` }));
@@ -86,6 +90,7 @@ function expansionView(n) {
           : el("p", { class: "hint", text: "No gradient: a constant." }));
     } });
     g.mark(new Set(inner.filter((m) => !m.requires_grad).map((m) => m.id)), "constant");
+    drawShares(svg, ex.paths);
   });
   return wrap;
 }
