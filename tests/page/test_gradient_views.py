@@ -8,7 +8,7 @@ test-artifacts/, axe-core finds no serious or critical violation, no console err
 from __future__ import annotations
 
 import pytest
-from browser_session import axe_serious, shot, table, wait_run, runs
+from browser_session import axe_serious, runs, shot, table, wait_run
 
 from glassllm.sandbox.expr import evaluate
 from glassllm.sandbox.lessons import LESSONS
@@ -106,8 +106,8 @@ def test_the_eps_sweep_is_a_plot_with_the_best_eps_marked(page, float32):
     sweep = check["eps_sweep"]
     plot = page.locator("svg.eps-plot")
     assert float(plot.get_attribute("data-best-eps")) == sweep["best_eps"]
-    points = page.eval_on_selector_all("svg.eps-plot .measured circle",
-                                       "cs => cs.map(c => [Number(c.dataset.x), Number(c.dataset.y)])")
+    points = page.eval_on_selector_all("svg.eps-plot .measured circle", "cs => cs.map(c =>"
+                                       " [Number(c.dataset.x), Number(c.dataset.y)])")
     slope = abs(sweep["slope"])
     want = [(e, err / slope) for e, err in zip(sweep["eps"], sweep["error"], strict=True)
             if err > 0]

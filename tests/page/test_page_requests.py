@@ -5,9 +5,10 @@ The requests are built by the page's own code in a real headless Chromium (its m
 checkpanel.js, the lesson loader and the seeds of teach.js), for every op's examples, every
 op example turned into an expression ("as an expression"), every reference example and
 every lesson, under every option of the expression mode ("Open composite ops", "Check every
-gradient", the paths, the checks that do not hinge on eps in float32) and both seeds, and posted with the page's own `postJSON` to a real sandbox; so
-is the check panel's request for every array the run answered (the value and each
-gradient, claimed as the sandbox answered it), with "show expected numbers" on and off.
+gradient", the paths, the checks that do not hinge on eps in float32) and both seeds, and
+posted with the page's own `postJSON` to a real sandbox; so is the check panel's request
+for every array the run answered (the value and each gradient, claimed as the sandbox
+answered it), with "show expected numbers" on and off.
 Every answer must be 2xx. (A student on the cross-entropy lesson once pressed Check and
 got "Refused (HTTP 422), request body.expand: unknown field 'expand'".)
 """
