@@ -5,7 +5,8 @@
 any op's backward with finite differences.
 
 The package reads in three rings. The book, flat in this folder: `tensor`, `grad_mode`,
-`autograd`, `shapes`, `layers`, `modules`, `optim`, `gradcheck`, `tokenizer`, `errors`.
+`autograd`, `shapes`, `layers`, `modules`, `optim`, `tokenizer`, `errors`, and
+`gradients/` (the gradient checks and the split of a gradient by path).
 Around it: `fast/` (fused nodes and the key/value cache, tested equal to the book's lines),
 `training/` (the loop and its event stream), `sandbox/` (what turns a request into the
 book's ops: the op registry, expressions, the wire format) and `apps/` (the ``glassllm``
@@ -21,7 +22,7 @@ import importlib.util
 import sys
 from types import ModuleType
 
-from glassllm.gradient_check import GradcheckResult, gradcheck
+from glassllm.gradients import GradcheckResult, gradcheck
 from glassllm.tensor import Tensor, is_grad_enabled, no_grad
 
 __version__ = "0.1.0"
@@ -49,7 +50,8 @@ MOVED: dict[str, str] = {
     "glassllm.float_warnings": "glassllm.sandbox.float_warnings",
     "glassllm.train": "glassllm.training.loop",
     "glassllm.checks": "glassllm.errors",
-    "glassllm.gradcheck": "glassllm.gradient_check",
+    "glassllm.gradcheck": "glassllm.gradients.checks",
+    "glassllm.gradient_check": "glassllm.gradients.checks",
 }
 
 

@@ -184,9 +184,20 @@ class Result:
     @classmethod
     def from_answer(cls, answer: dict) -> Result:
         rest = {k: v for k, v in answer.items() if k not in ("value", "grads", "warnings")}
+        for edge in (e for entry in rest.get("paths") or () for e in entry["edges"]):
+            edge["grad"] = from_wire(edge["grad"], "paths")      # eval's paths: float64 arrays
+            for head in edge.get("heads") or ():
+                head["grad"] = from_wire(head["grad"], "paths")
         return cls(from_wire(answer["value"]),
                    {k: from_wire(v, k) for k, v in (answer.get("grads") or {}).items()},
                    list(answer.get("warnings") or []), rest)
+
+    @property
+    def paths(self) -> list[dict] | None:
+        """With ``eval(..., paths=True)``: each shared node's gradient split by the op
+        inputs that read it, ``[{"node", "edges": [{"consumer", "input", "grad", ...}]}]``,
+        every ``grad`` a float64 array."""
+        return self.raw.get("paths")
 
 
 # --------------------------------------------------------------------------------------
@@ -223,15 +234,17 @@ def _op_body(inputs: Mapping[str, Any], requires_grad: Sequence[str] | None = No
 
 
 def _eval_body(expression: str, variables: Mapping[str, Any] | None = None,
-              grad_output: Any = None, check: bool = False,
-              base64_min: int = BASE64_MIN_ELEMENTS) -> dict:
+              grad_output: Any = None, check: bool | Mapping[str, Any] = False,
+              base64_min: int = BASE64_MIN_ELEMENTS, paths: bool = False) -> dict:
     body: dict = {"expression": expression}
     if variables:
         body["variables"] = to_wire(dict(variables), base64_min)
     if grad_output is not None:
         body["grad_output"] = to_wire(grad_output, base64_min)
     if check:
-        body["check"] = True
+        body["check"] = dict(check) if isinstance(check, Mapping) else True
+    if paths:
+        body["paths"] = True
     return body
 
 
@@ -454,12 +467,16 @@ class Sandbox(ExerciseCalls, _Base):
         return self._send("POST", _op_path(name), body, Result.from_answer)
 
     def eval(self, expression: str, variables: Mapping[str, Any] | None = None,
-             grad_output: Any = None, check: bool = False, *,
-             encoding: str | None = None) -> Result:
+             grad_output: Any = None, check: bool | Mapping[str, Any] = False, *,
+             encoding: str | None = None, paths: bool = False) -> Result:
         """Evaluate an expression of registry ops (``POST /api/v1/eval``): ``value``,
-        ``grads`` per variable, and in ``raw`` every node's value and adjoint."""
-        body = _encoding(_eval_body(expression, variables, grad_output, check, self.base64_min),
-                         encoding)
+        ``grads`` per variable, and in ``raw`` every node's value and adjoint.
+
+        `check`: True for finite differences per variable, or the modes, e.g.
+        ``{"modes": ["taylor", "adjoint", "eps_sweep"], "float32": True}`` (``raw["check"]``).
+        `paths`: also split each shared node's gradient by path (`Result.paths`)."""
+        body = _encoding(_eval_body(expression, variables, grad_output, check, self.base64_min,
+                                    paths), encoding)
         return self._send("POST", "/api/v1/eval", body, Result.from_answer)
 
     def ops(self) -> list[dict]:
@@ -547,11 +564,11 @@ class AsyncSandbox(AsyncExerciseCalls, _Base):
         return await self._send("POST", _op_path(name), body, Result.from_answer)
 
     async def eval(self, expression: str, variables: Mapping[str, Any] | None = None,
-                   grad_output: Any = None, check: bool = False, *,
-                   encoding: str | None = None) -> Result:
+                   grad_output: Any = None, check: bool | Mapping[str, Any] = False, *,
+                   encoding: str | None = None, paths: bool = False) -> Result:
         """See `Sandbox.eval`."""
-        body = _encoding(_eval_body(expression, variables, grad_output, check, self.base64_min),
-                         encoding)
+        body = _encoding(_eval_body(expression, variables, grad_output, check, self.base64_min,
+                                    paths), encoding)
         return await self._send("POST", "/api/v1/eval", body, Result.from_answer)
 
     async def ops(self) -> list[dict]:

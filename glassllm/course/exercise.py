@@ -46,7 +46,7 @@ FEEDBACK = ("digits+pattern", "pattern", "pass/fail")
 KINDS = ("value", "grads", "function")
 DISTRIBUTIONS = {"normal": ("mean", "std"), "uniform": ("low", "high"),
                  "integers": ("low", "high"), "choice": ("values",)}
-CLAIM_KINDS = ("approx", "zero", "nonzero", "sum", "dot", "norm", "none")
+CLAIM_KINDS = ("approx", "zero", "nonzero", "sum", "dot", "norm", "none", "adds_up")
 MAX_ELEMENTS = 100_000                 # of one variable: an exercise is worked by hand
 MAX_FILE_BYTES = 1_000_000
 DEFAULT_DIGITS = 4

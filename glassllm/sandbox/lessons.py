@@ -7,8 +7,11 @@ served. Every note is a sentence for the student *and* the claims that make it t
 ``tests/library/test_lessons.py`` checks each sentence against the numbers the lesson
 produces — the page shows the same text.
 
-A claim reads one array of the result: ``"value"``, ``"grads.<variable>"``, or a node by its
-source text, ``"node:<text>.value"`` / ``"node:<text>.grad"``; ``"at"`` picks an element.
+A claim reads one array of the result: ``"value"``, ``"grads.<variable>"``, a node by its
+source text, ``"node:<text>.value"`` / ``"node:<text>.grad"``, or one path of a shared node,
+``"paths:<node text>|<consumer text>.grad"`` (``.share``, ``.norm``): what the op written
+`consumer text` hands the node; ``"at"`` picks an element. A lesson with a claim on a path
+asks for ``paths`` in its request (the page then labels each shared edge with its share).
 Kinds:
   ``approx``   the array (or element) equals ``expect`` within 1e-9 (relative and absolute)
   ``zero``     every element is exactly 0 (where ``where`` is true, when given)
@@ -17,6 +20,8 @@ Kinds:
   ``dot``      the dot product with the array at ``with`` equals ``expect`` (within 1e-9)
   ``norm``     the Euclidean norm equals ``expect`` (within 1e-9)
   ``none``     there is no array: a constant gets no gradient
+  ``adds_up``  the paths of the node ``"paths:<node text>"`` add up to its gradient (within
+               2(k − 1)·2⁻⁵³·Σ|part|: k arrays added in another order)
 Served by ``GET /api/v1/lessons``.
 """
 
@@ -34,6 +39,8 @@ def as_lesson(exercise: Exercise) -> dict:
     request: dict = {"expression": exercise.expression, "variables": variables}
     if exercise.answer.grad_output is not None:
         request["grad_output"] = exercise.answer.grad_output.value
+    if any(c["path"].startswith("paths:") for n in exercise.notes for c in n.claims):
+        request["paths"] = True          # its sentences are about where a gradient comes from
     return {"id": exercise.id, "title": exercise.title, "request": request,
             "notes": [{"text": n.text, "claims": [dict(c) for c in n.claims]}
                       for n in exercise.notes]}

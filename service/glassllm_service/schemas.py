@@ -288,7 +288,13 @@ class EvalResult(Computed):
         description="{node, pass: forward | backward, count} of the first non-finite node")
     check: dict[str, Any] | None = Field(
         description="with check: per variable analytic, numeric, max_abs_err, max_rel_err,"
-                    " passed")
+                    " passed; with check's modes: float32, passed, note and one report per"
+                    " mode (finite_differences, taylor, adjoint, eps_sweep)")
+    paths: list[dict[str, Any]] | None = Field(
+        default=None,
+        description="with paths only: [{node, edges: [{consumer, input, slot, grad, norm,"
+                    " share, heads?}]}], each shared node's gradient split by the op inputs"
+                    " that read it")
 
 
 class ExampleList(BaseModel):

@@ -97,8 +97,10 @@ class Settings(StrictSettings):
     max_expression_length: Annotated[int, _positive(1_000_000)] = DEFAULT.max_length
     """Characters of a /api/v1/eval expression (422 above)."""
     max_check_elements: Annotated[int, Field(ge=0, le=1_000_000)] = DEFAULT.max_check_elements
-    """Elements finite-differenced by /api/v1/eval's "check": true (413 above; 0: no check).
-    Check's total work, 2 forward passes per element, is held to max_matmul_madds too."""
+    """Elements finite-differenced by /api/v1/eval's "check": true or its
+    finite_differences mode (413 above; 0: no check). The other modes (taylor, adjoint,
+    eps_sweep) make at most 2 × this many forward passes; every check's total work (2
+    passes per finite-differenced element) is held to max_matmul_madds too."""
     max_batch: Annotated[int, _positive(10_000)] = 64
     """Cases of one POST /api/v1/batch (413 above); all of them together are also held to
     max_matmul_madds of planned work (elements plus multiply-adds)."""

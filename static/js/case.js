@@ -5,6 +5,7 @@
 import { clauseLink, el, withClauseLinks } from "./dom.js";
 import { isMask, makeEditor, setMessage } from "./editors.js";
 import { guideCaseChanged } from "./guide.js";
+import { checkField } from "./checkmodes.js";
 import { run } from "./run.js";
 import { hideCopy } from "./share.js";
 import { $, opByName, state } from "./state.js";
@@ -157,7 +158,9 @@ export function exprRequest() {
   const expression = $("#expr-text").value.trim();
   if (!expression) { exprMessage("Write an expression first, e.g. softmax(x)."); ok = false; }
   if (!ok) return null;
-  const body = $("#grad-check").checked ? { expression, variables, check: true } : { expression, variables };
+  const check = checkField();                        // checkmodes.js: true, the modes, or none
+  const body = { expression, variables, ...(check === undefined ? {} : { check }),
+    ...($("#paths").checked ? { paths: true } : {}) };
   return $("#expand").checked && /\b(cross_entropy|attention|rms_norm|swiglu|transformer_block)\s*\(/.test(expression)
     ? { ...body, expand: true } : body;
 }

@@ -55,7 +55,7 @@ function caseBody() {
   const req = currentRequest();
   if (!req) return null;
   if (state.mode === "op") return { op: state.op.name, ...req.body };
-  const { check: _unused, ...body } = req.body;         // the finite-difference flag is eval's
+  const { check: _unused, paths: _paths, ...body } = req.body;   // eval's own options
   return body;
 }
 

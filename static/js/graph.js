@@ -179,9 +179,10 @@ function fitLayout(nodes, all, bw, bh) {
 /**
  * Draw `all` (the eval response's nodes, in evaluation order) into `svg`, fitted to the
  * box around it (its scroll parent).
+ * `onRender(svg)` runs after every drawing (a refit redraws), for what lies over it.
  * @returns {{highlight, mark, zoom, fit, full, scale, level}}
  */
-export function drawGraph(svg, all, { onSelect }) {
+export function drawGraph(svg, all, { onSelect, onRender }) {
   const box = svg.parentElement;
   // a number folded into its consumer's label (`× 0.5`) gets no box of its own
   const folded = (n) => n.op === "constant" && all.some((m) => m.inputs.includes(n.id)) &&
@@ -222,14 +223,16 @@ export function drawGraph(svg, all, { onSelect }) {
     marker.append(svgEl("path", { d: "M 0 0 L 10 5 L 0 10 z", class: "arrowhead" }));
     defs.append(marker);
     const edges = svgEl("g", { class: "edges" });
-    for (const { points } of lay.edges) {
+    for (const { from, to, points } of lay.edges) {
       const d = points.map((p, k) => `${k ? "L" : "M"} ${p.x} ${p.y}`).join(" ");
-      edges.append(svgEl("path", { d, class: "edge", "marker-end": `url(#${arrowId})` }));
+      // its ends, for what is drawn over an edge apart from the layout (shares.js)
+      edges.append(svgEl("path", { d, class: "edge", "data-from": from, "data-to": to, "marker-end": `url(#${arrowId})` }));
     }
     svg.append(defs, edges);
     for (const n of nodes) svg.append(nodeBox(n));
     for (const [cls, ids] of marks) for (const [nid, g] of boxes) g.classList.toggle(cls, ids.has(nid));
     for (const [nid, g] of boxes) { g.classList.toggle("current", nid === current); g.classList.toggle("selected", nid === selected); }
+    onRender?.(svg);                             // what is drawn over the layout (shares.js)
   };
 
   const nodeBox = (n) => {

@@ -1,13 +1,14 @@
 // The answer on screen: the value and every gradient as heatmaps (P3), the gradient
 // check, and the reference's numbers beside them when the case is an example (P2).
 
+import { checkView } from "./checkmodes.js";
 import { el, elLinked } from "./dom.js";
 import { heatmap } from "./heatmap.js";
 import { showWarnings } from "./messages.js";
 import { showGraph } from "./stepper.js";
 import { explainSeed } from "./teach.js";
 import { $, roleOf, state } from "./state.js";
-import { formatNumber, fromWire, toJSON } from "./wire.js";
+import { fromWire, toJSON } from "./wire.js";
 
 /** How to colour the output: op mode asks the op; an expression, its last node's op. */
 function outputRole(data) {
@@ -44,13 +45,14 @@ export function showResult(data, req) {
   state.nodes = (data.nodes ?? []).map((n) => ({ ...n, value: fromWire(n.value), grad: n.grad == null ? n.grad : fromWire(n.grad) }));
   state.scale = runScale(data, req);
   state.lastCase = caseKey(req);
+  state.paths = data.paths ?? [];
   const context = state.scale;
   out.append(heatmap(fromWire(data.value), { title: "value", role: outputRole(data), name: "value", context }));
   const grads = Object.entries(data.grads);
   for (const [name, g] of grads) {
     out.append(heatmap(fromWire(g), { title: `gradient of ${name}`, role: "grad", name: `grad:${name}`, context }));
   }
-  if (data.check) out.append(gradCheck(data.check));
+  if (data.check) out.append(checkView(data.check));
   if (!grads.length) {
     out.append(elLinked("p", { class: "hint" }, state.mode === "op" && state.op.output === "ndarray"
       ? `${state.op.name} returns an np.ndarray (L0.2): no graph, so no gradients.`
@@ -67,18 +69,6 @@ export function showResult(data, req) {
   showWarnings(data);
   showReference(data);
   showGraph();
-}
-
-/** The gradient check: analytic (backward) vs numeric (central differences), per variable. */
-function gradCheck(check) {
-  const box = el("div", { class: "grad-check" }, el("h3", { text: "Gradient check: analytic vs numeric" }));
-  for (const [name, c] of Object.entries(check)) {
-    box.append(el("p", { class: c.passed ? "match" : "mismatch",
-      text: `${name}: ${c.passed ? "✓ agree" : "✗ disagree"} — max abs error ${formatNumber(c.max_abs_err)},` +
-        ` max rel error ${formatNumber(c.max_rel_err)}` }));
-    box.append(heatmap(fromWire(c.numeric), { title: `numeric gradient of ${name}`, role: "grad", name: `check:${name}`, context: state.scale }));
-  }
-  return box;
 }
 
 /** After an expression run, each variable's checkbox shows whether it got a gradient. */

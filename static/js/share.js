@@ -2,6 +2,7 @@
 // glassllm script that reproduces it offline) and copy as curl (the request itself).
 
 import { setMode, showOp, showVariables } from "./case.js";
+import { restoreCheck } from "./checkmodes.js";
 import { clearMessages, currentRequest } from "./run.js";
 import { curl, exprPython, opPython } from "./scripts.js";
 import { $, setStatus, state } from "./state.js";
@@ -35,7 +36,8 @@ export function restoreFromLink() {
   if (snap.mode === "expr") {
     setMode("expr");
     $("#expr-text").value = snap.expression ?? "";
-    $("#grad-check").checked = Boolean(snap.check);
+    restoreCheck(snap.check);
+    $("#paths").checked = Boolean(snap.paths);
     showVariables(snap.variables ?? {});
   } else {
     setMode("op");

@@ -11,6 +11,7 @@ export const state = {
   example: null,           // the example the case came from, for its reference numbers
   graph: null,             // the drawn computation graph (graph.js), after an expression run
   nodes: [],               // the eval answer's nodes, values and grads read from the wire
+  paths: [],               // the eval answer's paths: shared nodes' gradients split by edge
   firstNonfinite: null,    // the eval answer's first_nonfinite: {node, pass, count}
   nonfiniteExpected: false,  // that first ±∞ is what a −inf mask gives (shown in blue)
   lastShape: null,         // the last run's output shape (the random seed is shaped like it)

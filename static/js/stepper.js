@@ -5,6 +5,7 @@ import { el } from "./dom.js";
 import { drawGraph, nodeLabel, shapeLabel } from "./graph.js";
 import { heatmap } from "./heatmap.js";
 import { backwardRule } from "./rule.js";
+import { drawShares, pathsDetail } from "./shares.js";
 import { $, roleOf, state } from "./state.js";
 import { fromWire } from "./wire.js";
 
@@ -16,7 +17,8 @@ export function showGraph() {
   state.step = -1;
   $("#step-label").textContent = "";
   if (!state.nodes.length) return;
-  state.graph = drawGraph($("#graph"), state.nodes, { onSelect: selectNode });
+  state.graph = drawGraph($("#graph"), state.nodes, { onSelect: selectNode,
+    onRender: (svg) => drawShares(svg, state.paths) });  // each shared edge's share
   const nf = state.firstNonfinite;
   state.graph.mark(new Set(nf ? [nf.node] : []), "nonfinite");
   state.graph.mark(new Set(nf && state.nonfiniteExpected ? [nf.node] : []), "expected");
@@ -58,6 +60,8 @@ export function selectNode(id) {
   box.append(facts);
   const rule = backwardRule(n);
   if (rule) box.append(rule);
+  const split = pathsDetail(n, state.nodes, state.paths);
+  if (split) box.append(split);
   if (n.expansion) box.append(expansionView(n));
   if (n.value !== undefined) box.append(heatmap(n.value, { title: `value of #${n.id}`, role: roleOf(n.op), name: `node-value:${n.id}`, context: state.scale }));
   if (n.grad != null) box.append(heatmap(n.grad, { title: `gradient at #${n.id} (∂out/∂node)`, role: "grad", name: `node-grad:${n.id}`, context: state.scale }));
@@ -90,7 +94,7 @@ function expansionView(n) {
         heatmap(m.value, { title: `value of inner #${m.id}`, role: roleOf(m.op), name: `inner-value:${m.id}`, context: state.scale }),
         m.grad != null ? heatmap(m.grad, { title: `gradient at inner #${m.id}`, role: "grad", name: `inner-grad:${m.id}`, context: state.scale })
           : el("p", { class: "hint", text: "No gradient: a constant." }));
-    } });
+    }, onRender: (drawn) => drawShares(drawn, ex.paths) });
     g.mark(new Set(inner.filter((m) => !m.requires_grad).map((m) => m.id)), "constant");
   });
   return wrap;

@@ -103,6 +103,7 @@ export function loadCase(request) {
   $("#grad-output").value = request.grad_output == null ? "" : formatValue(request.grad_output);
   setMode("expr");
   $("#expr-text").value = request.expression;
+  if (request.paths) $("#paths").checked = true;        // a lesson on where gradients come from
   showVariables(request.variables ?? {});
   suggestVariables();
 }

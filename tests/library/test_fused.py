@@ -25,7 +25,7 @@ from rounding import assert_rounding_close
 
 from glassllm import Tensor, layers
 from glassllm.fast import fused
-from glassllm.gradient_check import gradcheck
+from glassllm.gradients.checks import gradcheck
 from glassllm.layers import ATTENTION_PROBE, GlassConfig, GlassLM, rope_angles
 from glassllm.training.stream import attention_maps, train_steps
 

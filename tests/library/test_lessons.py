@@ -13,11 +13,27 @@ from glassllm.sandbox.wire import coerce
 from glassllm_service.app import create_app
 
 TOL = 1e-9
-NEEDED = {"neuron", "classifier", "attention-head", "rms-norm", "rope", "swiglu"}
+NEEDED = {"neuron", "classifier", "attention-head", "rms-norm", "rope", "swiglu",
+          "tied-embeddings", "residual"}
+
+
+def edges(result: dict, text: str) -> list[tuple[str, dict]]:
+    """The paths of the node written `text`: (consumer text, edge)."""
+    texts = {n["id"]: n["text"] for n in result["nodes"]}
+    (entry,) = [p for p in result["paths"] if texts[p["node"]] == text]
+    return [(texts[e["consumer"]], e) for e in entry["edges"]]
 
 
 def read(result: dict, path: str):
-    if path.startswith("node:"):
+    if path.startswith("paths:") and "|" not in path:
+        return None
+    if path.startswith("paths:"):
+        shared, rest = path[6:].split("|", 1)
+        consumer, field = rest.rsplit(".", 1)
+        found = [e for text, e in edges(result, shared) if text == consumer]
+        assert found, f"no path from {shared!r} to {consumer!r}"
+        raw = found[0][field]
+    elif path.startswith("node:"):
         text, field = path[5:].rsplit(".", 1)
         nodes = [n for n in result["nodes"] if n["text"] == text]
         assert len(nodes) >= 1, f"no node {text!r}"
@@ -34,6 +50,13 @@ def check(result: dict, claim: dict) -> None:
     kind = claim["kind"]
     if kind == "none":
         assert arr is None, f"{claim['path']} should have no gradient"
+        return
+    if kind == "adds_up":
+        shared = claim["path"][6:]
+        parts = [np.asarray(coerce("array", "part", e["grad"])) for _, e in edges(result, shared)]
+        total = read(result, f"node:{shared}.grad")
+        bound = 2 * (len(parts) - 1) * 2.0 ** -53 * sum(np.abs(p) for p in parts)
+        assert len(parts) >= 2 and np.all(np.abs(sum(parts) - total) <= bound), claim
         return
     assert arr is not None, claim["path"]
     if "at" in claim:
@@ -59,7 +82,7 @@ def check(result: dict, claim: dict) -> None:
         raise AssertionError(f"unknown claim kind {kind!r}")
 
 
-def test_the_six_lessons_of_the_issue_are_there():
+def test_the_lessons_are_all_there():
     assert {lesson["id"] for lesson in LESSONS} == NEEDED
 
 
@@ -79,6 +102,11 @@ def test_a_wrong_claim_fails():
         check(result, {"path": "grads.b", "kind": "approx", "expect": 0.25})
     with pytest.raises(AssertionError):
         check(result, {"path": "grads.x1", "kind": "zero"})
+    tied = evaluate(**next(x for x in LESSONS if x["id"] == "tied-embeddings")["request"])
+    with pytest.raises(AssertionError):
+        check(tied, {"path": "paths:w|w.T.grad", "kind": "zero"})
+    with pytest.raises(AssertionError):
+        check(tied, {"path": "paths:w|embedding(w, ids).grad", "kind": "nonzero"})
 
 
 def test_the_lessons_route_serves_them():

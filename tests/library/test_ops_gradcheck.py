@@ -201,7 +201,7 @@ def test_gradcheck_leaves_callers_tensors_untouched_and_validates():
 def test_gradcheck_reads_a_fortran_ordered_input_as_any_other():
     """gradcheck's numeric gradient of an input whose data is Fortran-ordered (a Tensor made
     from `arr.T`) is the real one, not zeros (its buffer was a copy the loop never saw)."""
-    from glassllm.gradient_check import gradcheck
+    from glassllm.gradients.checks import gradcheck
 
     x = Tensor(np.arange(6.0).reshape(3, 2).T, requires_grad=True)  # (2, 3), F order
     assert x.data.flags.f_contiguous and not x.data.flags.c_contiguous

@@ -5,9 +5,10 @@ The requests are built by the page's own code in a real headless Chromium (its m
 checkpanel.js, the lesson loader and the seeds of teach.js), for every op's examples, every
 op example turned into an expression ("as an expression"), every reference example and
 every lesson, under every option of the expression mode ("Open composite ops", "Check every
-gradient") and both seeds, and posted with the page's own `postJSON` to a real sandbox; so
-is the check panel's request for every array the run answered (the value and each
-gradient, claimed as the sandbox answered it), with "show expected numbers" on and off.
+gradient", the paths, the checks that do not hinge on eps in float32) and both seeds, and
+posted with the page's own `postJSON` to a real sandbox; so is the check panel's request
+for every array the run answered (the value and each gradient, claimed as the sandbox
+answered it), with "show expected numbers" on and off.
 Every answer must be 2xx. (A student on the cross-entropy lesson once pressed Check and
 got "Refused (HTTP 422), request body.expand: unknown field 'expand'".)
 """
@@ -34,7 +35,8 @@ async () => {
     sent.add(key);
     const a = await api.postJSON(url, body);
     answers.push({ label, url, status: a.status, error: a.ok ? null : a.data.error,
-                   expand: Boolean(body.expand), check: Boolean(body.check) });
+                   expand: Boolean(body.expand), check: Boolean(body.check),
+                   modes: Boolean(body.check?.modes), paths: Boolean(body.paths) });
     return a;
   }
 
@@ -68,7 +70,13 @@ async () => {
         await runAndCheck(`${label} [expand ${expand}, check ${gradCheck}]`);
       }
     }
+    const modes = ["#check-taylor", "#check-adjoint", "#check-sweep", "#check-float32"];
+    for (const box of modes) $(box).checked = true;   // every check, float32, no paths
+    $("#paths").checked = false;
+    await runAndCheck(`${label} [every check in float32, no paths]`);
+    for (const box of modes) $(box).checked = false;
     $("#expand").checked = true;                      // the page's defaults
+    $("#paths").checked = true;
     $("#grad-check").checked = false;
   }
 
@@ -135,6 +143,7 @@ def test_every_request_the_page_builds_is_accepted(page):
     assert any(a["expand"] for a in checks) and any(not a["expand"] for a in checks)
     evals = [a for a in answers if a["url"] == "/api/v1/eval"]
     assert any(a["check"] and a["expand"] for a in evals)
+    assert any(a["modes"] for a in evals) and any(a["paths"] for a in evals)
     assert any(a["label"].startswith("lesson ") and a["expand"] for a in checks)
     bad = [s for s in seen if not 200 <= s[1] < 300]
     assert not bad, bad[:20]

@@ -12,7 +12,7 @@ from fastapi.testclient import TestClient
 
 from glassllm import Tensor, autograd
 from glassllm.errors import LimitError, WireError
-from glassllm.gradient_check import gradcheck
+from glassllm.gradients.checks import gradcheck
 from glassllm.sandbox import registry
 from glassllm.sandbox.compare import compare
 from glassllm.sandbox.examples import EXAMPLES

@@ -239,6 +239,32 @@ def test_batch_and_check_through_the_client(sb):
     assert "max_abs_err" not in report["grads"]["a"]
 
 
+def test_paths_and_check_modes_through_the_client(sb):
+    """Tied weights: w's gradient split by its two readers comes back as float64 arrays
+    (a 200-element w travels as base64) that add up to w's gradient; check's modes ride
+    along as asked."""
+    w = np.random.default_rng(4).normal(size=(50, 4))
+    r = sb.eval("(embedding(w, ids) @ w.T).sum()", {"w": w, "ids": [0, 3]}, paths=True,
+                check={"modes": ["taylor", "adjoint"], "float32": True})
+    (entry,) = r.paths
+    parts = [e["grad"] for e in entry["edges"]]
+    assert all(isinstance(p, np.ndarray) and p.shape == (50, 4) for p in parts)
+    np.testing.assert_allclose(sum(parts), r.grads["w"], rtol=1e-13, atol=1e-13)
+    assert r.raw["check"]["float32"] and r.raw["check"]["adjoint"]["passed"]
+    assert sb.eval("(w * 2.0).sum()", {"w": [1.0]}).paths is None
+
+
+async def _async_paths(url):
+    async with AsyncSandbox(url) as asb:
+        return await asb.eval("x * x", {"x": [1.0, 2.0]}, paths=True)
+
+
+def test_paths_through_the_async_client(url):
+    r = asyncio.run(_async_paths(url))
+    assert [e["input"] for e in r.paths[0]["edges"]] == ["a", "b"]
+    assert r.paths[0]["edges"][0]["grad"].tolist() == [1.0, 2.0]
+
+
 def test_the_client_imports_neither_the_service_nor_fastapi():
     code = ("import sys, glassllm.apps.client; bad = [m for m in sys.modules if m.split('.')[0] in"
             " ('service', 'fastapi', 'starlette', 'pydantic')]; print(bad)")

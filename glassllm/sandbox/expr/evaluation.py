@@ -9,14 +9,13 @@ from typing import Any
 
 import numpy as np
 
-from glassllm import autograd
 from glassllm.errors import LimitError, WireError, echo_name
-from glassllm.gradient_check import gradcheck
 from glassllm.sandbox import registry
+from glassllm.sandbox.expr import checking, path_shares
+from glassllm.sandbox.expr.checking import CheckPlan
 from glassllm.sandbox.expr.expand import COMPOSITIONS, EXPANSION_FACTOR, composition
 from glassllm.sandbox.expr.expr_errors import ExprComputeError, ExprError, ExprLimitError
 from glassllm.sandbox.expr.graph import (
-    NODE_COST,
     Builder,
     IndexArg,
     LiteralArg,
@@ -49,16 +48,7 @@ def _forward(nodes: list[Node], leaves: dict[int, Tensor], fw: FloatWarnings | N
             v = Tensor(n.value)
         else:
             op = registry.OPS[n.op]
-            call = []
-            for spec, arg in zip(op.inputs, n.args, strict=True):
-                if isinstance(arg, LiteralArg):
-                    call.append(arg.value)
-                elif isinstance(arg, IndexArg):
-                    call.append(arg.index)
-                elif spec.kind in ("array", "table"):
-                    call.append(vals[arg.id].data)            # a constant (L0.6)
-                else:
-                    call.append(vals[arg.id])
+            call = _call_args(op, n, vals)
             if fw is not None:
                 fw.where = f" in node {n.id} `{n.text[:40]}`"
             try:
@@ -70,6 +60,35 @@ def _forward(nodes: list[Node], leaves: dict[int, Tensor], fw: FloatWarnings | N
                 v.retain_grad()
         vals.append(v)
     return vals
+
+
+def _call_args(op: registry.Op, n: Node, vals: list[Any],
+               own: dict[int, Tensor] | None = None) -> list[Any]:
+    """Node n's op's arguments, from the values computed so far; `own` puts a tensor of
+    the caller's in some slots (a path's fresh leaves)."""
+    call = []
+    for slot, (spec, arg) in enumerate(zip(op.inputs, n.args, strict=True)):
+        if isinstance(arg, LiteralArg):
+            call.append(arg.value)
+        elif isinstance(arg, IndexArg):
+            call.append(arg.index)
+        elif spec.kind in ("array", "table"):
+            call.append(vals[arg.id].data)            # a constant (L0.6)
+        else:
+            call.append(own[slot] if own is not None and slot in own else vals[arg.id])
+    return call
+
+
+def _parts(n: Node, vals: list[Any], grad: np.ndarray) -> dict[int, np.ndarray]:
+    """What node n's op hands each of its tensor inputs that requires grad, given n's whole
+    gradient: the op run once more on fresh leaves, one per slot (``paths``)."""
+    op = registry.OPS[n.op]
+    own = {slot: Tensor(vals[arg.id].data, requires_grad=True)
+           for slot, (spec, arg) in enumerate(zip(op.inputs, n.args, strict=True))
+           if isinstance(arg, NodeArg) and spec.kind == "tensor" and vals[arg.id].requires_grad}
+    op.fn(*_call_args(op, n, vals, own)).backward(grad)
+    return {slot: np.zeros(leaf.shape) if leaf.grad is None else leaf.grad
+            for slot, leaf in own.items()}
 
 
 def _variables(variables: Any) -> dict[str, tuple[Any, bool | None]]:
@@ -130,10 +149,6 @@ def _as_float64(a: Any) -> np.ndarray:
     return np.asarray(a, dtype=np.float64)
 
 
-def _encode_float(x: float) -> Any:
-    return encode_array(np.float64(x))
-
-
 @dataclass(frozen=True)
 class PreparedExpression:
     """An expression past every check, its graph built and every node planned, nothing
@@ -143,41 +158,49 @@ class PreparedExpression:
     out_id: int
     checked: list[Node]                 # the tensor variables that require grad
     seed: np.ndarray | None             # grad_output, shaped like the output
-    check: bool
+    check: CheckPlan                    # false: no modes (glassllm.sandbox.expr.checking)
     elements: int                       # elements of the nodes and the ops' intermediates
     madds: int                          # matmul multiply-adds of forward + backward
     check_elements: int = 0             # elements `check` finite-differences
     expand: bool = False                # open composite ops (glassllm.sandbox.expr.expand)
     limits: Limits = DEFAULT_LIMITS     # the bounds every opened composite is held to
+    paths: bool = False                 # split shared nodes' gradients by edge
 
     @property
     def cost(self) -> tuple[int, int]:
         """What `run` will cost, known from the plan before any compute, as the registry's
-        `Prepared.cost`: (elements built, multiply-adds). A check adds 2 forward passes per
-        checked element (a forward pass is a third of the planned multiply-adds)."""
-        passes = 2 * self.check_elements if self.check else 0
+        `Prepared.cost`: (elements built, multiply-adds). A check adds its forward passes
+        (finite differences: 2 per checked element; a forward pass is a third of the
+        planned multiply-adds)."""
+        passes = self.check.passes(self.check_elements)
         # expand evaluates each composite op again as its composition (a transformer
         # block's nests its attention, written twice): at most 4 more passes each
         opened = 4 * sum(n.op in COMPOSITIONS for n in self.nodes) if self.expand else 0
-        return (self.elements * (1 + passes + opened),
-                self.madds + passes * (self.madds // 3) + opened * self.madds)
+        # paths run the consumers of shared nodes again, forward and backward: at most
+        # the evaluation once more, its expansions included
+        again = 1 + opened if self.paths else 0
+        return (self.elements * (1 + passes + opened + again),
+                self.madds + passes * (self.madds // 3) + (opened + again) * self.madds)
 
     @property
     def answer_elements(self) -> int:
         """Elements of the arrays `run` returns, known before any compute: every node's
         value and, when it requires grad, its gradient; the output's value and each
         variable's gradient again (``value``, ``grads``); with ``check``, each checked
-        element's analytic and numeric gradient; with ``expand``, each composite node's
-        expansion, planned as `EXPANSION_FACTOR` times the node's own arrays."""
+        element's analytic and numeric gradient (the other modes' few numbers too); with
+        ``paths``, a part per edge of each shared node; with ``expand``, each composite
+        node's expansion, planned as `EXPANSION_FACTOR` times the node's own arrays (with
+        ``paths`` twice that)."""
         sizes = [math.prod(n.shape) for n in self.nodes]
         total = sum(sizes) + sum(s for n, s in zip(self.nodes, sizes, strict=True)
                                  if n.requires_grad)
         total += sizes[self.out_id] + sum(sizes[n.id] for n in self.checked)
-        if self.check:
-            total += 2 * self.check_elements
+        total += checking.answer_elements(self.check, self.check_elements)
+        if self.paths:
+            total += path_shares.answer_elements(self.nodes)
         if self.expand:
             for n in self.nodes:
-                factor = EXPANSION_FACTOR.get(n.op, 0)
+                factor = EXPANSION_FACTOR.get(n.op, 0) * (2 if self.paths else 1)
                 if factor:
                     own = sizes[n.id] + n.built + sum(sizes[i] for arg in n.args
                                                       for i in arg.node_ids())
@@ -186,8 +209,8 @@ class PreparedExpression:
 
 
 def evaluate(expression: str, variables: Any = None, grad_output: Any = None,
-             check: bool = False, limits: Limits = DEFAULT_LIMITS, *,
-             maybe_bools: bool = True, expand: bool = False) -> dict:
+             check: Any = False, limits: Limits = DEFAULT_LIMITS, *,
+             maybe_bools: bool = True, expand: bool = False, paths: bool = False) -> dict:
     """Evaluate `expression` forward and backward; the result is the ``/api/v1/eval`` body.
 
     Args:
@@ -197,7 +220,10 @@ def evaluate(expression: str, variables: Any = None, grad_output: Any = None,
             defaults to true for a variable used as a differentiable tensor (as H2).
         grad_output: the seed of the backward pass, shaped like the output; default ones
             (the gradient of the output's sum, H2).
-        check: also compare every gradient with central differences (`gradcheck`).
+        check: ``True``: also compare every gradient with central differences
+            (`gradcheck`), per variable; ``{"modes": [...], "float32": ..., "eps": ...,
+            "seed": ...}``: the checks of `glassllm.sandbox.expr.checking` (finite
+            differences, Taylor, adjoint, eps sweep), per mode.
         limits: the bounds (H5); refusals are `ExprLimitError`s.
         maybe_bools: a speed hint for large arrays (see `glassllm.sandbox.wire`); keep True unless
             you know the JSON holds no ``true`` / ``false``.
@@ -205,6 +231,9 @@ def evaluate(expression: str, variables: Any = None, grad_output: Any = None,
             swiglu, transformer_block) an ``expansion``: the same evaluation of its
             composition of primitive ops (`glassllm.sandbox.expr.expand`), seeded with the node's
             incoming gradient, so every inner node has a value and a gradient.
+        paths: answer ``paths``: each node read by more than one op input (or by
+            repeat_kv), its gradient split by those edges
+            (`glassllm.sandbox.expr.path_shares`).
 
     Raises: `ExprError` (and its kinds: limit, shape, compute) naming the position or input.
 
@@ -220,22 +249,24 @@ def evaluate(expression: str, variables: Any = None, grad_output: Any = None,
     Clauses: H2, H3, H5, L0.5, L0.6.
     """
     return run(prepare(expression, variables, grad_output, check, limits,
-                       maybe_bools=maybe_bools, expand=expand))
+                       maybe_bools=maybe_bools, expand=expand, paths=paths))
 
 
 def prepare(expression: str, variables: Any = None, grad_output: Any = None,
-            check: bool = False, limits: Limits = DEFAULT_LIMITS, *,
-            maybe_bools: bool = True, expand: bool = False) -> PreparedExpression:
+            check: Any = False, limits: Limits = DEFAULT_LIMITS, *,
+            maybe_bools: bool = True, expand: bool = False,
+            paths: bool = False) -> PreparedExpression:
     """Every check of `evaluate`, once, before any compute: parse, build the graph with
     every node's shape planned and bounded (H5), grad_output, check's cost.
 
     Takes `evaluate`'s arguments; raises its `ExprError`s. The result's ``cost`` is the
     planned work, for a caller that admits work by cost (the service's admission).
     """
-    if not isinstance(check, bool):
-        raise ExprError("'check' must be true or false", input="check")
+    check = checking.plan(check)
     if not isinstance(expand, bool):
         raise ExprError("'expand' must be true or false", input="expand")
+    if not isinstance(paths, bool):
+        raise ExprError("'paths' must be true or false", input="paths")
     builder, out_id = _build(expression, variables, limits, maybe_bools)
     nodes = builder.nodes
     _check_constant_reuse(nodes)
@@ -264,10 +295,10 @@ def prepare(expression: str, variables: Any = None, grad_output: Any = None,
     checked = [n for n in nodes if n.op == "variable" and n.kind == "tensor" and n.requires_grad]
     check_elements = sum(math.prod(n.shape) for n in checked)
     if check:
-        _check_cost(check_elements, builder, limits)
+        checking.bound(check, check_elements, builder.forward_work, limits)
     return PreparedExpression(nodes, out_id, checked, seed, check,
                               builder.elements + builder.intermediates, builder.madds,
-                              check_elements, expand, limits)
+                              check_elements, expand, limits, paths)
 
 
 def run(prepared: PreparedExpression, *, arrays: bool = False) -> dict:
@@ -298,15 +329,20 @@ def run(prepared: PreparedExpression, *, arrays: bool = False) -> dict:
         report = None
         if check and out.requires_grad:
             fw.where = " during check"
-            report = _gradcheck(nodes, out_id, checked, seed)
+            report = _check(prepared, seed)
         elif check:
             report = {}
 
-    grads_of = [None] * len(nodes)
-    for n in nodes:
-        if n.requires_grad and out.requires_grad:
-            g = vals[n.id].grad
-            grads_of[n.id] = np.zeros(n.shape) if g is None else g
+        grads_of = [None] * len(nodes)
+        for n in nodes:
+            if n.requires_grad and out.requires_grad:
+                g = vals[n.id].grad
+                grads_of[n.id] = np.zeros(n.shape) if g is None else g
+        shares = None
+        if prepared.paths:
+            fw.where = " during paths"
+            shares = path_shares.report(nodes, grads_of,
+                                        lambda n: _parts(n, vals, grads_of[n.id]))
     first = None
     for n in nodes:
         count = _nonfinite(vals[n.id].data if isinstance(vals[n.id], Tensor) else vals[n.id])
@@ -325,11 +361,11 @@ def run(prepared: PreparedExpression, *, arrays: bool = False) -> dict:
     if prepared.expand:
         for n, d in zip(nodes, described, strict=True):
             opened = _expansion(n, vals, grads_of, nodes, prepared.limits,
-                                bool(out.requires_grad))
+                                bool(out.requires_grad), prepared.paths)
             if opened is not None:
                 d["expansion"] = opened
     encode = _as_float64 if arrays else encode_array
-    return {
+    answer = {
         "value": encode(value),
         "shape": list(value.shape),
         "grads": {n.name: encode(grads_of[n.id]) for n in checked
@@ -340,10 +376,13 @@ def run(prepared: PreparedExpression, *, arrays: bool = False) -> dict:
         "first_nonfinite": first,
         "check": report,
     }
+    if shares is not None:               # asked for only: the default answer is unchanged
+        answer["paths"] = shares
+    return answer
 
 
 def _expansion(n: Node, vals: list[Any], grads_of: list[Any], nodes: list[Node],
-               limits: Limits, backward_ran: bool) -> dict | None:
+               limits: Limits, backward_ran: bool, paths: bool) -> dict | None:
     """Node `n` of a composite op, evaluated again as its composition of primitive ops."""
     if n.op not in COMPOSITIONS:
         return None
@@ -363,7 +402,7 @@ def _expansion(n: Node, vals: list[Any], grads_of: list[Any], nodes: list[Node],
     expression, variables = built
     seeded = backward_ran and n.requires_grad and any(differentiable.values())
     inner = evaluate(expression, variables, grads_of[n.id] if seeded else None, limits=limits,
-                     expand=True)
+                     expand=True, paths=paths)
     inner.pop("check", None)
     return {"expression": expression, **inner}
 
@@ -376,24 +415,6 @@ def _build(expression: str, variables: Any, limits: Limits,
     parsed = parse(expression, limits)
     builder = Builder(parsed, vars_, limits, maybe_bools=maybe_bools)
     return builder, builder.expr(parsed.tree.body)
-
-
-def _check_cost(count: int, builder: Builder, limits: Limits) -> None:
-    """Refuse `check` (413) before computing when it would be too long (H5).
-
-    Central differences run the whole forward pass twice per checked element, so the
-    work is ≈ 2 · count · (the forward's multiply-adds + the elements it builds + a
-    per-node cost): held to the same multiply-add limit as the rest of the request.
-    """
-    if count > limits.max_check_elements:
-        raise ExprLimitError(f"check would finite-difference {count} elements; the limit is"
-                             f" {limits.max_check_elements}", input="check")
-    total = 2 * count * builder.forward_work
-    if total > limits.max_matmul_madds:
-        raise ExprLimitError(f"check would finite-difference {count} elements with 2 forward passes"
-                             f" each, {builder.forward_work} operations per pass (multiply-adds,"
-                             f" elements built, {NODE_COST} per node): {total} in all; the limit is"
-                             f" {limits.max_matmul_madds} (SPEC H5)", input="check")
 
 
 def _describe_node(n: Node, v: Any, grad: Any, nodes: list[Node]) -> dict:
@@ -419,28 +440,12 @@ def _check_constant_reuse(nodes: list[Node]) -> None:
                             span=n.span, position=n.span[0], input=f"variables.{n.name}")
 
 
-def _gradcheck(nodes: list[Node], out_id: int, checked: list[Node], seed: np.ndarray) -> dict:
-    """Central differences in float64 for every variable that requires grad (STYLE 7)."""
-    ids = [n.id for n in checked]
+def _check(prepared: PreparedExpression, seed: np.ndarray) -> dict:
+    """The check of every variable that requires grad (`glassllm.sandbox.expr.checking`)."""
+    ids = [n.id for n in prepared.checked]
 
     def fn(*tensors: Tensor) -> Tensor:
-        return _forward(nodes, dict(zip(ids, tensors, strict=True)))[out_id]
+        return _forward(prepared.nodes, dict(zip(ids, tensors, strict=True)))[prepared.out_id]
 
-    inputs = [Tensor(n.value, requires_grad=True) for n in checked]
-    # A non-finite output (a masked -inf) makes sum(out * seed) non-finite, and its finite
-    # differences NaN: those positions are left out of the checked objective, and said so.
-    out = fn(*[Tensor(n.value) for n in checked]).data
-    finite = np.isfinite(out)
-    note = None
-    check_fn = fn
-    if not finite.all():
-        def check_fn(*tensors: Tensor) -> Tensor:
-            return autograd.where(finite, fn(*tensors), 0.0)
-        note = (f"{int(finite.size - finite.sum())} non-finite output positions are left out"
-                " of the checked objective sum(out * grad_output)")
-    result = gradcheck(check_fn, *inputs, grad_output=seed)
-    return {n.name: {"analytic": encode_array(c.analytic), "numeric": encode_array(c.numeric),
-                     "max_abs_err": _encode_float(c.max_abs_err),
-                     "max_rel_err": _encode_float(c.max_rel_err),
-                     "passed": c.passed, "note": note}
-            for n, c in zip(checked, result.inputs, strict=True)}
+    return checking.run(prepared.check, fn, [n.name for n in prepared.checked],
+                        [n.value for n in prepared.checked], seed)

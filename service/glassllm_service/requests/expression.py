@@ -17,6 +17,7 @@ from typing import Any
 from glassllm.course import Hidden
 from glassllm.sandbox import expr, float_warnings
 from glassllm.sandbox.examples import EXAMPLES
+from glassllm.sandbox.expr.checking import MODES as CHECK_MODES
 from glassllm_service.body import check_answer
 from glassllm_service.codec import dumps, encode_as, encoding_of
 from glassllm_service.course_state import CourseState, Redaction, Uses
@@ -35,13 +36,28 @@ BODY = {"requestBody": {"required": True, "content": {"application/json": {
                                                  "requires_grad": {"type": "boolean"}}}]}},
                    "grad_output": {"anyOf": [{"type": "null"},
                                              {"$ref": "#/components/schemas/FloatArray"}]},
-                   "check": {"type": "boolean"},
+                   "check": {"anyOf": [{"type": "boolean"}, {
+                       "type": "object", "required": ["modes"], "additionalProperties": False,
+                       "properties": {
+                           "modes": {"type": "array", "minItems": 1, "uniqueItems": True,
+                                     "items": {"enum": list(CHECK_MODES)}},
+                           "float32": {"type": "boolean"},
+                           "eps": {"anyOf": [{"type": "null"}, {
+                               "type": "number", "exclusiveMinimum": 0, "maximum": 1}]},
+                           "seed": {"type": "integer", "minimum": 0,
+                                    "maximum": 2 ** 32 - 1}}}],
+                             "description": "true: finite differences per variable; an"
+                             " object: the modes finite_differences, taylor, adjoint,"
+                             " eps_sweep, maybe in emulated float32"},
                    "encoding": {"enum": ["json", "base64"]},
                    "expand": {"type": "boolean", "description":
                               "open composite ops (cross_entropy, attention, rms_norm,"
                               " swiglu, transformer_block): each such node gets an"
                               " `expansion`, its composition of primitive ops with every"
-                              " value and gradient"}}},
+                              " value and gradient"},
+                   "paths": {"type": "boolean", "description":
+                             "answer paths: each node read by more than one op input (or"
+                             " by repeat_kv), its gradient split by those edges"}}},
     "example": EXAMPLES[1]["request"]}}}}
 
 
@@ -102,12 +118,13 @@ def prepare(body: Any, maybe_bools: bool, settings: Settings) -> Evaluation:
     messages: list[str] = []
     kwargs = {"expression": body["expression"], "variables": body.get("variables"),
               "grad_output": body.get("grad_output"), "check": body.get("check", False),
-              "expand": body.get("expand", False),
+              "expand": body.get("expand", False), "paths": body.get("paths", False),
               "limits": settings.limits, "maybe_bools": maybe_bools}
     prepared = float_warnings.run_recording(lambda: expr.prepare(**kwargs), messages)
     opened = " and its opened composites" if prepared.expand else ""
+    shares = ", the split of shared gradients" if prepared.paths else ""
     check_answer(prepared.answer_elements, settings, input="expression",
-                 what=f"the expression's nodes{opened} (each value and gradient)")
+                 what=f"the expression's nodes{opened} (each value and gradient){shares}")
     return Evaluation(prepared, messages, encoding)
 
 
