@@ -12,7 +12,7 @@ import { $, state } from "./state.js";
  * @param content {{
  *   link?: string,          the URL fragment that reopens it (`lesson=neuron`), kept while
  *                           the case is unchanged
- *   kicker?: string,        a line above the title ("Lesson 2 of 6")
+ *   kicker?: string,        a line above the title ("Lesson 2 of 8")
  *   title: string,
  *   code?: string,          the case's formula, in monospace
  *   intro?: (Node|string)[], paragraphs before the list (already built, no HTML strings)

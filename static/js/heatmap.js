@@ -21,12 +21,13 @@ function lerpStops(stops, t) {
   return stops[i].map((c, k) => Math.round(c + (stops[i + 1][k] - c) * f));
 }
 
-/** Dark or white text, whichever contrasts more with the cell (WCAG's relative luminance:
- *  a mid blue such as rgb(78, 139, 192) reads 3.6:1 in white but 5.2:1 in #111). */
+/** The text colour with the higher WCAG contrast against the cell's background: black
+ *  or white (a fixed luminance cut let white text sit on viridis' mid teal at 3.3:1, and a
+ *  #111 in place of black fell under 4.5:1 on some mid colours). */
 function textColour(rgb) {
-  const [r, g, b] = rgb.map((c) => { const s = c / 255; return s <= 0.03928 ? s / 12.92 : ((s + 0.055) / 1.055) ** 2.4; });
+  const [r, g, b] = rgb.map((c) => { c /= 255; return c <= 0.03928 ? c / 12.92 : ((c + 0.055) / 1.055) ** 2.4; });
   const lum = 0.2126 * r + 0.7152 * g + 0.0722 * b;
-  return (lum + 0.05) / (0.0056 + 0.05) >= 1.05 / (lum + 0.05) ? "#111" : "#fff";
+  return (lum + 0.05) / 0.05 >= 1.05 / (lum + 0.05) ? "#000" : "#fff";
 }
 
 /** Float round-off: a value within ROUND_OFF of the scale (the larger of the array's
