@@ -295,6 +295,11 @@ class EvalResult(Computed):
         description="with paths only: [{node, edges: [{consumer, input, slot, grad, norm,"
                     " share, heads?}]}], each shared node's gradient split by the op inputs"
                     " that read it")
+    dead: list[dict[str, Any]] | None = Field(
+        default=None,
+        description="with dead only: [{variable, node, shape, dead, size, missing, rows,"
+                    " causes: [{reason, words, op, node, elements, units}]}], each variable"
+                    " whose gradient is missing or dead, why, and the node that cut it")
 
 
 class ExampleList(BaseModel):

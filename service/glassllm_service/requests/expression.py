@@ -57,7 +57,11 @@ BODY = {"requestBody": {"required": True, "content": {"application/json": {
                               " value and gradient"},
                    "paths": {"type": "boolean", "description":
                              "answer paths: each node read by more than one op input (or"
-                             " by repeat_kv), its gradient split by those edges"}}},
+                             " by repeat_kv), its gradient split by those edges"},
+                   "dead": {"type": "boolean", "description":
+                            "answer dead: every variable whose gradient is missing or at"
+                            " most 1e-12 of grad_output's scale, with the reason in words"
+                            " and the node where its path was cut"}}},
     "example": EXAMPLES[1]["request"]}}}}
 
 
@@ -119,6 +123,7 @@ def prepare(body: Any, maybe_bools: bool, settings: Settings) -> Evaluation:
     kwargs = {"expression": body["expression"], "variables": body.get("variables"),
               "grad_output": body.get("grad_output"), "check": body.get("check", False),
               "expand": body.get("expand", False), "paths": body.get("paths", False),
+              "dead": body.get("dead", False),
               "limits": settings.limits, "maybe_bools": maybe_bools}
     prepared = float_warnings.run_recording(lambda: expr.prepare(**kwargs), messages)
     opened = " and its opened composites" if prepared.expand else ""
