@@ -113,10 +113,12 @@ class Evaluation:
         return dumps(result)
 
 
-def prepare(body: Any, maybe_bools: bool, settings: Settings) -> Evaluation:
+def prepare(body: Any, maybe_bools: bool, settings: Settings,
+            rules: Any = None) -> Evaluation:
     """The envelope, then `glassllm.sandbox.expr.prepare`: every refusal (an ApiError, or
     an ExprError mapped by the app's handlers) before any compute. NumPy's
-    `warnings`-module warnings met on the way are kept for the answer."""
+    `warnings`-module warnings met on the way are kept for the answer. `rules`: ops
+    computed by other functions in this one evaluation (mystery mode's bug), else None."""
     encoding = encoding_of(body)
     read(body, EXPRESSION)
     messages: list[str] = []
@@ -124,7 +126,7 @@ def prepare(body: Any, maybe_bools: bool, settings: Settings) -> Evaluation:
               "grad_output": body.get("grad_output"), "check": body.get("check", False),
               "expand": body.get("expand", False), "paths": body.get("paths", False),
               "dead": body.get("dead", False),
-              "limits": settings.limits, "maybe_bools": maybe_bools}
+              "limits": settings.limits, "maybe_bools": maybe_bools, "rules": rules}
     prepared = float_warnings.run_recording(lambda: expr.prepare(**kwargs), messages)
     opened = " and its opened composites" if prepared.expand else ""
     shares = ", the split of shared gradients" if prepared.paths else ""
