@@ -34,7 +34,7 @@ import numpy as np
 
 from glassllm.tensor import Tensor, _seed, _topological_order
 
-__all__ = ["REASONS", "DeadCause", "DeadGradient", "dead_gradients"]
+__all__ = ["REASONS", "DeadCause", "DeadGradient", "dead_gradients", "dead_parameters"]
 
 RTOL = 1e-12            # dead: |grad| <= RTOL * max |grad_output|
 
@@ -157,6 +157,42 @@ def dead_gradients(out: Tensor, inputs: Mapping[str, Any] | Sequence[Any],
         entry = walk.explain(name, value)
         if entry is not None:
             report.append(entry)
+    return report
+
+
+def dead_parameters(named: Any, scale: float = 1.0, *, rtol: float = RTOL) -> list[dict]:
+    """After a training step's backward: each parameter that got no gradient, or a zero
+    one somewhere. Cheap (one pass over the gradients, no walk), for every step of a loop.
+
+    Args:
+        named: (name, Tensor) pairs, e.g. ``model.named_parameters()``.
+        scale: the output gradient's scale (a mean loss's seed: 1).
+        rtol: dead is |grad| <= rtol · scale.
+
+    Returns: ``[{"name", "dead", "size", "rows", "dead_rows"}]`` for the parameters with a
+        dead element, in the given order: ``dead`` elements of ``size``; for a 2-D one,
+        ``dead_rows`` of its ``rows`` whole rows (an embedding's ids not in the batch);
+        a missing gradient counts as dead everywhere. Bounded: one small entry per
+        parameter.
+
+    Example:
+        >>> from glassllm.autograd import embedding, tsum
+        >>> table = Tensor(np.ones((4, 2)), requires_grad=True)
+        >>> tsum(embedding(table, np.array([0, 2]))).backward()
+        >>> dead_parameters([("tok_emb.weight", table)])
+        [{'name': 'tok_emb.weight', 'dead': 4, 'size': 8, 'rows': 4, 'dead_rows': 2}]
+    """
+    tol = rtol * scale
+    report = []
+    for name, p in named:
+        g = p.grad
+        dead = np.ones(p.shape, dtype=bool) if g is None else np.abs(g) <= tol
+        count = int(np.count_nonzero(dead))
+        if not count:
+            continue
+        rows = p.shape[0] if p.ndim == 2 else None
+        report.append({"name": name, "dead": count, "size": int(p.size), "rows": rows,
+                       "dead_rows": int(np.all(dead, axis=1).sum()) if rows else None})
     return report
 
 

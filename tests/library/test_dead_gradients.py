@@ -152,3 +152,24 @@ def test_the_evaluator_reports_requires_grad_false_and_integer_and_boolean_input
     assert dead["c"]["causes"][0]["reason"] == "boolean_input"
     assert [c["reason"] for c in dead["a"]["causes"]] == ["where_untaken"]
     assert dead["a"]["dead"] == dead["b"]["dead"] == 1
+
+
+# -- the tiny LM: which parameters got no gradient in a step ---------------------------
+
+def test_a_training_step_names_the_embedding_rows_its_batch_did_not_hold():
+    from glassllm.modules import GlassConfig, GlassLM
+    from glassllm.tokenizer import ByteTokenizer
+    from glassllm.training.loop import default_corpus
+    from glassllm.training.stream import get_batch, train_events, train_steps
+
+    config = GlassConfig(d_model=16, n_layers=1, n_heads=2, n_kv_heads=1, ffn_hidden=32,
+                         max_seq_len=16, seed=5)
+    data = ByteTokenizer().encode(default_corpus())
+    ids, _ = get_batch(data, 4, 16, np.random.default_rng(5))     # the loop's first batch
+    (info,) = train_steps(GlassLM(config), data, steps=1, batch_size=4, seed=5, every=1)
+    unused = 256 - np.unique(ids).size
+    assert info.dead == [{"name": "tok_emb.weight", "dead": 16 * unused, "size": 256 * 16,
+                          "rows": 256, "dead_rows": unused}]
+    events = list(train_events(config, default_corpus(), steps=2, batch=4, seed=5, every=2))
+    (stats,) = [e for e in events if e["event"] == "stats"]
+    assert [d["name"] for d in stats["dead"]] == ["tok_emb.weight"]
