@@ -33,9 +33,9 @@ import numpy as np
 
 from glassllm.autograd import cross_entropy, getitem
 from glassllm.errors import check_int, id_array
+from glassllm.gradients.dead import dead_parameters
 from glassllm.layers import ATTENTION_PROBE, GlassConfig
 from glassllm.modules import GlassLM
-from glassllm.gradients.dead import dead_parameters
 from glassllm.optim import SGD, AdamW, clip_grad_norm
 from glassllm.tensor import Tensor
 from glassllm.tokenizer import ByteTokenizer
