@@ -32,7 +32,7 @@ def list_mysteries() -> Response:
 
 
 @router.get("/{mystery_id}", response_model=schemas.MysteryView,
-            responses=schemas.error_responses(404, 422),
+            responses=schemas.error_responses(404),
             summary="One mystery: the case to hunt in (its bug is never shown)")
 def get_mystery(mystery_id: str) -> Response:
     return Response(mystery.view(mystery_id), media_type=JSON)
