@@ -22,10 +22,10 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from glassllm import autograd as A  # noqa: E402
-from glassllm.gradients.dead import dead_gradients  # noqa: E402
-from glassllm.sandbox.expr import evaluate  # noqa: E402
-from glassllm.tensor import Tensor  # noqa: E402
+from glassllm import autograd as A
+from glassllm.gradients.dead import dead_gradients
+from glassllm.sandbox.expr import evaluate
+from glassllm.tensor import Tensor
 
 N = 64
 EXPRESSION = "(softmax(masked_fill(q @ k.T * 0.125, m, -inf)) @ v).sum()"
