@@ -31,8 +31,8 @@ from glassllm.course.zoo import BUGS, Bug, rules_for
 from glassllm.sandbox import expr
 from glassllm.sandbox.expr import ExprError
 
-__all__ = ["MYSTERIES_DIR", "Mystery", "MysteryError", "MysteryGrade", "bug_for", "evaluate",
-           "grade", "load", "load_dir"]
+__all__ = ["MYSTERIES_DIR", "TAYLOR", "Mystery", "MysteryError", "MysteryGrade", "bug_for",
+           "evaluate", "grade", "load", "load_dir", "proof_variables"]
 
 MYSTERIES_DIR = Path(__file__).resolve().parent.parent / "mysteries"
 ID = re.compile(r"[a-z0-9](?:[a-z0-9-]{0,62}[a-z0-9])?")
@@ -113,15 +113,7 @@ def grade(mystery: Mystery, student: str, node: Any, variables: Any = None,
     offline grader runs it as the service does). Raises `ExprError` for an input the
     case cannot evaluate, and ValueError naming ``node`` for a node the case lacks."""
     bug = bug_for(mystery, student, salt)
-    given = dict(mystery.variables)
-    if variables is not None:
-        if not isinstance(variables, dict):
-            raise ValueError("variables: an object, name → value")
-        unknown = sorted(set(variables) - set(given))
-        if unknown:
-            raise ValueError(f"variables: the case has no variable {unknown[0]!r}; its"
-                             f" variables are {', '.join(sorted(given))}")
-        given.update(variables)
+    given = proof_variables(mystery, variables)
     extra = {} if limits is None else {"limits": limits}
     real = expr.evaluate(mystery.expression, given, check=TAYLOR, **extra)
     chosen = _node(real["nodes"], node)
@@ -140,6 +132,21 @@ def grade(mystery: Mystery, student: str, node: Any, variables: Any = None,
                  "the Taylor test fails under the real rules too (a kink?)"))]
     return MysteryGrade(node_right, exposes, score, mystery.points,
                         {"bug": t_wrong["order"], "real": t_real["order"]}, "; ".join(said))
+
+
+def proof_variables(mystery: Mystery, variables: Any) -> dict:
+    """The case's variables with a proof's replacements; ValueError naming ``variables``
+    for one the case does not have."""
+    given = dict(mystery.variables)
+    if variables is not None:
+        if not isinstance(variables, dict):
+            raise ValueError("variables: an object, name → value")
+        unknown = sorted(set(variables) - set(given))
+        if unknown:
+            raise ValueError(f"variables: the case has no variable {unknown[0]!r}; its"
+                             f" variables are {', '.join(sorted(given))}")
+        given.update(variables)
+    return given
 
 
 def _node(nodes: list[dict], node: Any) -> dict:

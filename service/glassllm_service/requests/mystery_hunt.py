@@ -17,6 +17,7 @@ import orjson
 
 from glassllm.course.zoo import mystery as zoo_mystery
 from glassllm.course.zoo import rules_for
+from glassllm.sandbox import expr
 from glassllm.sandbox.expr import ExprError
 from glassllm_service.http_errors import ApiError
 from glassllm_service.requests import expression
@@ -75,7 +76,15 @@ class Proof:
                  settings: Settings) -> None:
         self.mystery, self.student, self.salt, self.body = mystery, student, salt, body
         self.limits = settings.limits
-        self.cost = (2 * 14 * 50_000, 0)   # two Taylor tests of a small fixed case
+        try:
+            given = zoo_mystery.proof_variables(mystery, body.get("variables"))
+        except ValueError as exc:
+            raise ApiError(422, "invalid_proof", str(exc), input="variables") from None
+        # every refusal of the input before any compute, and the cost of one Taylor test
+        # of the case at it, planned: the proof runs two (under the bug, and without)
+        planned = expr.prepare(mystery.expression, given, check=zoo_mystery.TAYLOR,
+                               limits=settings.limits).cost
+        self.cost = (2 * planned[0], 2 * planned[1])
 
     def answer(self) -> bytes:
         try:
