@@ -25,7 +25,7 @@ export const SHORT = {
 function badge(svg, id, text, cls) {
   const box = svg.querySelector(`g.node[data-id="${id}"]`);
   if (!box) return;
-  box.classList.add(cls);
+  box.dataset.dead = cls;                   // a data attribute: the box's classes stay the stepper's
   const m = /translate\(([-\d.e]+)[ ,]+([-\d.e]+)\)/.exec(box.getAttribute("transform") ?? "");
   if (!m) return;
   const g = document.createElementNS(NS, "g");

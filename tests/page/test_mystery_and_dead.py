@@ -8,7 +8,7 @@ violation, no console error."""
 from __future__ import annotations
 
 import pytest
-from browser_session import ARTIFACTS, axe_serious, runs, shot, table, wait_run
+from browser_session import ARTIFACTS, axe_serious, run_python, runs, shot, table, wait_run
 
 from glassllm.course.zoo import mystery as M
 from glassllm.sandbox.expr import evaluate
@@ -61,6 +61,10 @@ def test_dead_variables_get_a_badge_in_words_and_the_list_says_why(browser, url)
     shot(pg, "dead-gradients-1280")
     pg.locator("#graph-scroll").screenshot(path=str(ARTIFACTS / "page-dead-graph-1280.png"))
     assert axe_serious(pg, "#graph-panel") == []
+    # copied as Python, detach(...) runs in the library too: v gets no gradient there
+    pg.click("#copy-python")
+    out = run_python(pg.input_value("#copy-text"))
+    assert "value: 3.5" in out and "grad of v: None" in out
     context.close()
     assert not errors, errors
 
