@@ -34,7 +34,12 @@ function badge(svg, id, text, cls) {
   const w = text.length * CHAR + 10;
   const r = box.querySelector("rect");             // the box's size: the graph's level of detail
   const bw = Number(r?.getAttribute("width") ?? 0), bh = Number(r?.getAttribute("height") ?? 0);
-  g.setAttribute("transform", `translate(${Number(m[1]) + bw / 2} ${Number(m[2]) + bh + 9})`);
+  // under the box, kept inside the drawing (a box at its edge: the badge slides in; the
+  // last row: the badge goes over the box's top edge instead)
+  const [, , vw, vh] = (svg.getAttribute("viewBox") ?? "0 0 1e9 1e9").split(/\s+/).map(Number);
+  const x = Math.min(Math.max(Number(m[1]) + bw / 2, w / 2 + 1), vw - w / 2 - 1);
+  const y = Number(m[2]) + bh + 9 <= vh - 9 ? Number(m[2]) + bh + 9 : Number(m[2]) - 1;
+  g.setAttribute("transform", `translate(${x} ${y})`);
   const rect = document.createElementNS(NS, "rect");
   for (const [k, v] of Object.entries({ x: -w / 2, y: -9, width: w, height: 17, rx: 3 })) rect.setAttribute(k, String(v));
   const t = document.createElementNS(NS, "text");
