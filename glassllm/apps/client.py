@@ -235,7 +235,8 @@ def _op_body(inputs: Mapping[str, Any], requires_grad: Sequence[str] | None = No
 
 def _eval_body(expression: str, variables: Mapping[str, Any] | None = None,
               grad_output: Any = None, check: bool | Mapping[str, Any] = False,
-              base64_min: int = BASE64_MIN_ELEMENTS, paths: bool = False) -> dict:
+              base64_min: int = BASE64_MIN_ELEMENTS, paths: bool = False,
+              dead: bool = False) -> dict:
     body: dict = {"expression": expression}
     if variables:
         body["variables"] = to_wire(dict(variables), base64_min)
@@ -243,8 +244,7 @@ def _eval_body(expression: str, variables: Mapping[str, Any] | None = None,
         body["grad_output"] = to_wire(grad_output, base64_min)
     if check:
         body["check"] = dict(check) if isinstance(check, Mapping) else True
-    if paths:
-        body["paths"] = True
+    body.update({k: True for k, on in (("paths", paths), ("dead", dead)) if on})
     return body
 
 
@@ -468,15 +468,16 @@ class Sandbox(ExerciseCalls, _Base):
 
     def eval(self, expression: str, variables: Mapping[str, Any] | None = None,
              grad_output: Any = None, check: bool | Mapping[str, Any] = False, *,
-             encoding: str | None = None, paths: bool = False) -> Result:
+             encoding: str | None = None, paths: bool = False, dead: bool = False) -> Result:
         """Evaluate an expression of registry ops (``POST /api/v1/eval``): ``value``,
         ``grads`` per variable, and in ``raw`` every node's value and adjoint.
 
         `check`: True for finite differences per variable, or the modes, e.g.
         ``{"modes": ["taylor", "adjoint", "eps_sweep"], "float32": True}`` (``raw["check"]``).
-        `paths`: also split each shared node's gradient by path (`Result.paths`)."""
+        `paths`: also split each shared node's gradient by path (`Result.paths`); `dead`:
+        list each variable whose gradient is missing or dead, and why (``raw["dead"]``)."""
         body = _encoding(_eval_body(expression, variables, grad_output, check, self.base64_min,
-                                    paths), encoding)
+                                    paths, dead), encoding)
         return self._send("POST", "/api/v1/eval", body, Result.from_answer)
 
     def ops(self) -> list[dict]:
@@ -565,10 +566,10 @@ class AsyncSandbox(AsyncExerciseCalls, _Base):
 
     async def eval(self, expression: str, variables: Mapping[str, Any] | None = None,
                    grad_output: Any = None, check: bool | Mapping[str, Any] = False, *,
-                   encoding: str | None = None, paths: bool = False) -> Result:
+                   encoding: str | None = None, paths: bool = False, dead: bool = False) -> Result:
         """See `Sandbox.eval`."""
         body = _encoding(_eval_body(expression, variables, grad_output, check, self.base64_min,
-                                    paths), encoding)
+                                    paths, dead), encoding)
         return await self._send("POST", "/api/v1/eval", body, Result.from_answer)
 
     async def ops(self) -> list[dict]:

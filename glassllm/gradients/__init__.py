@@ -6,6 +6,8 @@
   with a float32 emulation.
 - `glassllm.gradients.paths`: `path_shares`, a tensor's gradient split by the paths it
   reaches the output by (tied weights, a residual, K/V shared by query heads, a diamond).
+- `glassllm.gradients.dead`: `dead_gradients`, every input whose gradient is missing or
+  zero, the reason in words and the op where its path was cut.
 
 Both walk what `Tensor.backward` walks and never change it: a student reads the engine in
 glassllm/tensor.py, and these beside it.
@@ -22,8 +24,9 @@ from glassllm.gradients.checks import (
     gradcheck,
     taylor_test,
 )
+from glassllm.gradients.dead import DeadCause, DeadGradient, dead_gradients
 from glassllm.gradients.paths import PathShare, path_shares
 
-__all__ = ["AdjointResult", "EpsSweep", "GradcheckResult", "InputCheck", "PathShare",
-           "TaylorResult", "adjoint_test", "eps_sweep", "gradcheck", "path_shares",
-           "taylor_test"]
+__all__ = ["AdjointResult", "DeadCause", "DeadGradient", "EpsSweep", "GradcheckResult",
+           "InputCheck", "PathShare", "TaylorResult", "adjoint_test", "dead_gradients",
+           "eps_sweep", "gradcheck", "path_shares", "taylor_test"]

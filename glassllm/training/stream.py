@@ -33,6 +33,7 @@ import numpy as np
 
 from glassllm.autograd import cross_entropy, getitem
 from glassllm.errors import check_int, id_array
+from glassllm.gradients.dead import dead_parameters
 from glassllm.layers import ATTENTION_PROBE, GlassConfig
 from glassllm.modules import GlassLM
 from glassllm.optim import SGD, AdamW, clip_grad_norm
@@ -93,8 +94,10 @@ def param_group(name: str) -> str:
 class StepInfo:
     """One optimizer step: the loss of its batch and the gradient norm before clipping.
 
-    ``group_norms`` (group → L2 norm of its gradients, before clipping) is filled on the
-    steps asked for (``every``), else None.
+    ``group_norms`` (group → L2 norm of its gradients, before clipping) and ``dead``
+    (the parameters that got no gradient somewhere in this step, `dead_parameters`: the
+    embedding's rows of the ids not in the batch, a ReLU-free model's only usual case)
+    are filled on the steps asked for (``every``), else None.
     """
 
     step: int
@@ -102,6 +105,7 @@ class StepInfo:
     grad_norm: float
     tokens: int
     group_norms: dict[str, float] | None = None
+    dead: list[dict] | None = None
 
 
 def get_batch(
@@ -174,8 +178,9 @@ def train_steps(
         if not np.isfinite(value):
             raise TrainingDiverged(f"the loss is {value} at step {step} of {steps}", step)
         loss.backward()
-        groups = None
+        groups = dead = None
         if every and (step % every == 0 or step == steps):
+            dead = dead_parameters(named)               # before clipping and the update
             sq: dict[str, float] = {}
             for name, p in named:
                 if p.grad is not None:
@@ -187,7 +192,7 @@ def train_steps(
             raise TrainingDiverged(f"the gradient norm is {norm} at step {step} of {steps}", step)
         opt.step()
         tokens += ids.size
-        yield StepInfo(step, value, norm, tokens, groups)
+        yield StepInfo(step, value, norm, tokens, groups, dead)
 
 
 def count_parameters(config: GlassConfig) -> int:
@@ -219,7 +224,8 @@ def train_events(
     Events (dicts, JSON-safe; ``time`` is ``time.time()`` when the event was made):
       ``{"event": "start", "steps", "parameters", "corpus_bytes", "config"}``
       ``{"event": "step", "step", "loss", "grad_norm", "time"}`` after every step
-      ``{"event": "stats", "step", "lr", "grad_norms": {group: norm}, "sample", "time"}``
+      ``{"event": "stats", "step", "lr", "grad_norms": {group: norm}, "dead", "sample",
+      "time"}`` (``dead``: the parameters with no gradient somewhere, `dead_parameters`)
           every ``every`` steps and after the last (norms before clipping; sample: 48
           bytes after "The ", temperature 0.8, the same rng seed each time, so only the
           model changes between samples)
@@ -251,7 +257,8 @@ def train_events(
                    "grad_norm": info.grad_norm, "time": time.time()}
             if info.group_norms is not None:
                 yield {"event": "stats", "step": info.step, "lr": lr,
-                       "grad_norms": info.group_norms, "sample": sample(model, seed),
+                       "grad_norms": info.group_norms, "dead": info.dead,
+                       "sample": sample(model, seed),
                        "time": time.time()}
     yield {"event": "done", "step": info.step if info else 0,
            "loss": info.loss if info else None, "seconds": time.perf_counter() - start,

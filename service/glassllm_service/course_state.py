@@ -65,6 +65,8 @@ class Redaction:
                 node.pop("expansion", None)
             if self.no_node_grads:
                 node["grad"] = None
+        if self.no_node_grads:               # where gradients die is read off the inner ones
+            result.pop("dead", None)
         result["warnings"] = [*result.get("warnings", []), *self.warnings]
         return result
 

@@ -45,7 +45,7 @@ OP = Envelope(("inputs", "requires_grad", "grad_output", "encoding"),
               'the body must be a JSON object {"inputs": {...}, "requires_grad": [...],'
               ' "grad_output": ...}')
 EXPRESSION = Envelope(("expression", "variables", "grad_output", "check", "encoding", "expand",
-                       "paths"),
+                       "paths", "dead"),
                       'the body must be a JSON object {"expression": "...", "variables":'
                       ' {...}, "grad_output": ..., "check": false}', required=("expression",))
 BATCH = Envelope(("cases", "encoding"),
@@ -56,8 +56,8 @@ CHECK = Envelope((), "the body must be a JSON object: a case plus " + ", ".join(
 OP_CASE = Envelope(("op", "inputs", "requires_grad", "grad_output"), "", name="an op case")
 EXPRESSION_CASE = Envelope(("expression", "variables", "grad_output", "expand"), "",
                            name="an expression case")
-EVAL_ONLY = ("check", "encoding", "paths")   # eval's own options: a case's answer has no
-#                                              place for them
+# eval's own options: a case's answer has no place for them
+EVAL_ONLY = ("check", "encoding", "paths", "dead")
 
 
 def read(body: Any, kind: Envelope, *, where: str = TOP, op: str | None = None) -> dict:

@@ -295,6 +295,40 @@ class EvalResult(Computed):
         description="with paths only: [{node, edges: [{consumer, input, slot, grad, norm,"
                     " share, heads?}]}], each shared node's gradient split by the op inputs"
                     " that read it")
+    dead: list[dict[str, Any]] | None = Field(
+        default=None,
+        description="with dead only: [{variable, node, shape, dead, size, missing, rows,"
+                    " causes: [{reason, words, op, node, elements, units}]}], each variable"
+                    " whose gradient is missing or dead, why, and the node that cut it")
+
+
+class MysteryList(BaseModel):
+    mysteries: list[dict[str, Any]] = Field(description="[{id, title, points}]")
+
+
+class MysteryView(BaseModel):
+    """One mystery as a student sees it: never its bug, nor the pool it is drawn from."""
+
+    id: str
+    kind: str = Field(description='"mystery"')
+    title: str
+    text: str
+    points: float
+    expression: str = Field(description="the case: an expression of registry ops")
+    variables: dict[str, Any] = Field(description="the case's numbers, as eval's variables")
+
+
+class MysteryProof(BaseModel):
+    """A proof graded: half the points for the node, half for the input."""
+
+    mystery: str
+    node_right: bool = Field(description="the named node's op has the wrong backward")
+    input_exposes: bool = Field(description="the Taylor test of the case fails at the input"
+                                            " under the bug and passes under the real rules")
+    score: float
+    points: float
+    orders: dict[str, Any] = Field(description="{bug, real}: the Taylor orders at the input")
+    message: str = Field(description="the grade in words")
 
 
 class ExampleList(BaseModel):

@@ -160,7 +160,7 @@ export function exprRequest() {
   if (!ok) return null;
   const check = checkField();                        // checkmodes.js: true, the modes, or none
   const body = { expression, variables, ...(check === undefined ? {} : { check }),
-    ...($("#paths").checked ? { paths: true } : {}) };
+    ...($("#paths").checked ? { paths: true } : {}), ...($("#dead").checked ? { dead: true } : {}) };
   return $("#expand").checked && /\b(cross_entropy|attention|rms_norm|swiglu|transformer_block)\s*\(/.test(expression)
     ? { ...body, expand: true } : body;
 }

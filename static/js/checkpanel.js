@@ -55,7 +55,7 @@ function caseBody() {
   const req = currentRequest();
   if (!req) return null;
   if (state.mode === "op") return { op: state.op.name, ...req.body };
-  const { check: _unused, paths: _paths, ...body } = req.body;   // eval's own options
+  const { check: _unused, paths: _paths, dead: _dead, ...body } = req.body;   // eval's own options
   return body;
 }
 

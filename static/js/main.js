@@ -7,6 +7,7 @@ import { addVariable, caseChanged, opAsExpression, setMode, showOp } from "./cas
 import { load } from "./catalogue.js";
 import { wireCheckPanel } from "./checkpanel.js"; // "check my gradient"
 import { closeExercise, linkedExercise, loadExerciseList, openExercise } from "./exercise.js";
+import { loadMysteries, wireMystery } from "./mystery.js";
 import { run } from "./run.js";
 import { copyCurl, copyLink, copyPython, restoreFromLink } from "./share.js";
 import { closeGuide, revealResult, wireGuide } from "./guide.js";
@@ -76,6 +77,7 @@ function wire() {
   });
   wireCheckPanel();                                           // check my gradient
   wireGuide();
+  wireMystery();                                              // find a wrong backward rule
 }
 
 async function main() {
@@ -84,6 +86,7 @@ async function main() {
     await load();
     await loadLessons();
     await loadExerciseList();
+    await loadMysteries();
   } catch (err) {
     setStatus(`Could not load the op list from the sandbox: ${err.message}`);
     return;

@@ -2,6 +2,7 @@
 // check, and the reference's numbers beside them when the case is an example (P2).
 
 import { checkView } from "./checkmodes.js";
+import { deadList } from "./dead.js";
 import { el, elLinked } from "./dom.js";
 import { heatmap } from "./heatmap.js";
 import { showWarnings } from "./messages.js";
@@ -46,6 +47,7 @@ export function showResult(data, req) {
   state.scale = runScale(data, req);
   state.lastCase = caseKey(req);
   state.paths = data.paths ?? [];
+  state.dead = data.dead ?? null;
   const context = state.scale;
   out.append(heatmap(fromWire(data.value), { title: "value", role: outputRole(data), name: "value", context }));
   const grads = Object.entries(data.grads);
@@ -69,6 +71,8 @@ export function showResult(data, req) {
   showWarnings(data);
   showReference(data);
   showGraph();
+  if (state.dead) $("#graph-panel").append(deadList(state.dead, state.nodes));
+  document.dispatchEvent(new CustomEvent("glassllm:result"));   // mystery.js's node list
 }
 
 /** After an expression run, each variable's checkbox shows whether it got a gradient. */

@@ -44,7 +44,8 @@ export function currentRequest() {
     return body && { url: `/api/v1/ops/${encodeURIComponent(state.op.name)}`, body: withSeed(body) };
   }
   const body = exprRequest();
-  return body && { url: "/api/v1/eval", body: withSeed(body) };
+  // mystery mode: the same request, answered with the student's hidden bug switched on
+  return body && { url: state.mystery ? state.mystery.evalUrl : "/api/v1/eval", body: withSeed(body) };
 }
 
 /** Run the case; body[data-runs] counts finished runs (tests and scripts wait on it). */

@@ -96,6 +96,10 @@ export function exprPython(expression, variables, ops, gradOutput, { kinds = {},
   const lines = ["import numpy as np", "", "from glassllm import Tensor"];
   for (const [mod, names] of Object.entries(byModule)) lines.push(`from ${mod} import ${names.sort().join(", ")}`);
   lines.push("", "inf, nan = np.inf, np.nan", "");
+  // detach(e) / no_grad(e) of the expression language: e's value, cut from the graph
+  for (const cut of ["detach", "no_grad"]) {
+    if (new RegExp(`\\b${cut}\\s*\\(`).test(expression)) lines.push(`${cut} = Tensor.detach  # ${cut}(e): e's value, no gradient`);
+  }
   const grads = [];
   // kinds: how the sandbox read each variable in the last run (tensor, int_array, ...)
   for (const [name, spec] of Object.entries(variables)) {

@@ -38,6 +38,7 @@ export function restoreFromLink() {
     $("#expr-text").value = snap.expression ?? "";
     restoreCheck(snap.check);
     $("#paths").checked = Boolean(snap.paths);
+    $("#dead").checked = Boolean(snap.dead);
     showVariables(snap.variables ?? {});
   } else {
     setMode("op");

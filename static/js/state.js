@@ -12,6 +12,8 @@ export const state = {
   graph: null,             // the drawn computation graph (graph.js), after an expression run
   nodes: [],               // the eval answer's nodes, values and grads read from the wire
   paths: [],               // the eval answer's paths: shared nodes' gradients split by edge
+  dead: null,              // the eval answer's dead: variables whose gradient is missing or 0
+  mystery: null,           // mystery mode: {id, title, evalUrl, proofUrl} while it is on
   firstNonfinite: null,    // the eval answer's first_nonfinite: {node, pass, count}
   nonfiniteExpected: false,  // that first ±∞ is what a −inf mask gives (shown in blue)
   lastShape: null,         // the last run's output shape (the random seed is shaped like it)

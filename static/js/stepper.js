@@ -5,6 +5,7 @@ import { el } from "./dom.js";
 import { drawGraph, nodeLabel, shapeLabel } from "./graph.js";
 import { heatmap } from "./heatmap.js";
 import { backwardRule } from "./rule.js";
+import { drawDead } from "./dead.js";
 import { drawShares, pathsDetail } from "./shares.js";
 import { $, roleOf, state } from "./state.js";
 import { fromWire } from "./wire.js";
@@ -14,11 +15,14 @@ export function showGraph() {
   const panel = $("#graph-panel");
   panel.hidden = !state.nodes.length;
   $("#node-detail").replaceChildren();
+  document.getElementById("dead-list")?.remove();
   state.step = -1;
   $("#step-label").textContent = "";
   if (!state.nodes.length) return;
-  state.graph = drawGraph($("#graph"), state.nodes, { onSelect: selectNode,
-    onRender: (svg) => drawShares(svg, state.paths) });  // each shared edge's share
+  state.graph = drawGraph($("#graph"), state.nodes, { onSelect: selectNode, onRender: (svg) => {
+    drawShares(svg, state.paths);                     // each shared edge's share
+    drawDead(svg, state.dead);                        // where gradients die, in words
+  } });
   const nf = state.firstNonfinite;
   state.graph.mark(new Set(nf ? [nf.node] : []), "nonfinite");
   state.graph.mark(new Set(nf && state.nonfiniteExpected ? [nf.node] : []), "expected");

@@ -167,6 +167,7 @@ const HANDLERS = {
   },
   stats(e) {
     drawNorms(e.grad_norms, e.step);
+    drawDeadParameters(e.dead ?? [], e.step);
     const li = el("li", {}, el("span", { class: "step" }, `step ${e.step}`), " ",
                  el("code", {}, e.sample));
     $("train-samples").prepend(li);
@@ -291,6 +292,17 @@ function drawNorms(norms, step) {
                      el("th", { scope: "col" }, "norm"))),
     el("tbody", {}, ...rows));
   $("train-norms").replaceChildren(table);
+}
+
+/** The parameters that got no gradient in the step, in words: the embedding's rows of the
+ *  bytes the batch did not hold, most often. */
+function drawDeadParameters(dead, step) {
+  const items = dead.map((d) => el("li", {}, `${d.name}: ` + (d.dead_rows
+    ? `${d.dead_rows} of ${d.rows} rows got no gradient`
+    : `${d.dead} of ${d.size} weights got no gradient`)));
+  $("train-dead").replaceChildren(
+    el("p", {}, dead.length ? `No gradient at step ${step}:` : `At step ${step} every parameter got a gradient.`),
+    ...(items.length ? [el("ul", {}, ...items)] : []));
 }
 
 // ---- the model the attention panel asks about (attention.js) ------------------------

@@ -220,6 +220,7 @@ def test_a_package_name_is_never_both_a_module_and_something_else(package):
 BOOK = {"glassllm", "glassllm.tensor", "glassllm.grad_mode", "glassllm.autograd",
         "glassllm.shapes", "glassllm.layers", "glassllm.modules", "glassllm.optim",
         "glassllm.gradients", "glassllm.gradients.checks", "glassllm.gradients.paths",
+        "glassllm.gradients.dead",
         "glassllm.tokenizer", "glassllm.errors"}
 AROUND = ("glassllm.sandbox", "glassllm.training", "glassllm.apps", "glassllm.course",
           "glassllm_service")

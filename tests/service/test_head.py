@@ -50,7 +50,8 @@ def test_every_get_route_answers_head(client):
     wheel = client.get("/dist/").json()["wheels"][0]          # /dist/{filename}
     exercise = client.get("/api/v1/exercises").json()["exercises"][0]["id"]
     gets = [p.replace("{name}", "softmax").replace("{filename}", wheel)
-            .replace("{exercise_id}", exercise) for p, ops in paths.items() if "get" in ops]
+            .replace("{exercise_id}", exercise).replace("{mystery_id}", "mystery-mlp")
+            for p, ops in paths.items() if "get" in ops]
     assert {"/healthz", "/api/v1/ops", "/api/v1/ops/softmax", "/api/v1/examples"} <= set(gets)
     for path in gets:
         r, g = client.head(path), client.get(path)

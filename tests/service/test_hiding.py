@@ -115,7 +115,7 @@ def test_no_route_computes_the_expected_numbers(hiding):
 def test_each_part_on_its_own(tmp_path, part):
     client = app(exercise(tmp_path, [part]))
     request = {"expression": "(rms_norm(x, w) * 2.0).sum()", "variables": {"x": X, "w": W},
-               "expand": True}
+               "expand": True, **({"dead": True} if part == "graph_grads" else {})}
     r = client.post("/api/v1/eval", json={**request, "check": part == "finite_differences"})
     if part == "finite_differences":
         assert r.status_code == 403 and r.json()["error"]["part"] == "finite_differences"
@@ -127,6 +127,7 @@ def test_each_part_on_its_own(tmp_path, part):
         assert "expansion" not in node and body["nodes"][0]["grad"] is not None
     else:
         assert all(n["grad"] is None for n in body["nodes"]) and "expansion" in node
+        assert "dead" not in body                        # read off the inner gradients
     assert any("exercise 'rms'" in w for w in body["warnings"])
     assert body["grads"]                                # the variables' gradients: not hidden
 

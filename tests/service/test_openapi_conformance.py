@@ -171,9 +171,10 @@ def test_every_documented_status_is_sent(tmp_path):
         # a templated path is requested with a real exercise, so that what is witnessed is
         # the body's refusal, not the unknown id's 404
         exercise = c.get("/api/v1/exercises").json()["exercises"][0]["id"]
+        mystery = c.get("/api/v1/mysteries").json()["mysteries"][0]["id"]
 
         def real(path: str) -> str:
-            return path.replace("{exercise_id}", exercise)
+            return path.replace("{exercise_id}", exercise).replace("{mystery_id}", mystery)
 
         posts = [p for p, item in doc["paths"].items() if "post" in item]
         for path in posts:
@@ -195,6 +196,14 @@ def test_every_documented_status_is_sent(tmp_path):
             "expression": "a @ b", "variables": mismatch}))
         got("post", "/api/v1/check", c.post("/api/v1/check", headers=AUTH, json={
             "op": "matmul", "inputs": mismatch, "claimed": {"value": [1.0]}}))
+        hunt, proof = "/api/v1/mysteries/{mystery_id}/eval", "/api/v1/mysteries/{mystery_id}/proof"
+        got("post", hunt, c.post(real(hunt), headers=AUTH, json={                # 400
+            "expression": "a @ b", "variables": mismatch}))
+        got("post", hunt, c.post("/api/v1/mysteries/nope/eval", headers=AUTH, json={}))
+        got("post", proof, c.post("/api/v1/mysteries/nope/proof", headers=AUTH, json={}))
+        got("post", proof, c.post(real(proof), headers=AUTH, json={             # 400
+            "node": 0, "variables": {"x": [1.0]}}))
+        got("get", "/api/v1/mysteries/{mystery_id}", c.get("/api/v1/mysteries/nope"))
         got("post", "/api/v1/check", c.post("/api/v1/check", headers=AUTH, json={
             "op": "nope", "inputs": {}, "claimed": {"value": [1.0]}}))
         got("post", "/api/v1/train", c.post("/api/v1/train", headers=AUTH, json={}))  # 403

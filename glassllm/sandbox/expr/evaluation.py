@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import keyword
 import math
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -11,7 +12,7 @@ import numpy as np
 
 from glassllm.errors import LimitError, WireError, echo_name
 from glassllm.sandbox import registry
-from glassllm.sandbox.expr import checking, path_shares
+from glassllm.sandbox.expr import checking, dead_report, path_shares
 from glassllm.sandbox.expr.checking import CheckPlan
 from glassllm.sandbox.expr.expand import COMPOSITIONS, EXPANSION_FACTOR, composition
 from glassllm.sandbox.expr.expr_errors import ExprComputeError, ExprError, ExprLimitError
@@ -23,7 +24,7 @@ from glassllm.sandbox.expr.graph import (
     NodeArg,
     compute_refusal,
 )
-from glassllm.sandbox.expr.parser import CONSTANT_NAMES, DEFAULT_LIMITS, parse
+from glassllm.sandbox.expr.parser import CONSTANT_NAMES, CUTS, DEFAULT_LIMITS, parse
 from glassllm.sandbox.float_warnings import FloatWarnings
 from glassllm.sandbox.limits import Limits
 from glassllm.sandbox.registry import NO_GRADIENT_RULE, NUMPY_ERRORS
@@ -35,8 +36,9 @@ from glassllm.tensor import Tensor
 # --------------------------------------------------------------------------------------
 
 def _forward(nodes: list[Node], leaves: dict[int, Tensor], fw: FloatWarnings | None = None,
-             retain: bool = False) -> list[Any]:
-    """Run the graph; tensor variables come from `leaves` (constants when absent)."""
+             retain: bool = False, rules: Rules = None) -> list[Any]:
+    """Run the graph; tensor variables come from `leaves` (constants when absent); `rules`
+    replaces some ops' functions for this evaluation only (see `evaluate`)."""
     vals: list[Any] = []
     for n in nodes:
         if n.op == "variable":
@@ -46,13 +48,15 @@ def _forward(nodes: list[Node], leaves: dict[int, Tensor], fw: FloatWarnings | N
                 v = n.value
         elif n.op == "constant":
             v = Tensor(n.value)
+        elif n.op in CUTS:                      # detach / no_grad: the value, no graph
+            v = vals[n.args[0].id].detach()
         else:
             op = registry.OPS[n.op]
             call = _call_args(op, n, vals)
             if fw is not None:
                 fw.where = f" in node {n.id} `{n.text[:40]}`"
             try:
-                out = op.fn(*call)
+                out = _fn(op, rules)(*call)
             except NUMPY_ERRORS as exc:
                 raise compute_refusal(op, n.text, n.span, exc) from None
             v = out if isinstance(out, Tensor) else Tensor(out)   # ndarray ops: constants (L0.2)
@@ -60,6 +64,15 @@ def _forward(nodes: list[Node], leaves: dict[int, Tensor], fw: FloatWarnings | N
                 v.retain_grad()
         vals.append(v)
     return vals
+
+
+Rules = Mapping[str, Callable[..., Any]] | None
+
+
+def _fn(op: registry.Op, rules: Rules) -> Callable[..., Any]:
+    """The function that computes `op` in this evaluation: the registry's, unless `rules`
+    (one evaluation's explicit replacements, never a global) names another."""
+    return op.fn if not rules or op.name not in rules else rules[op.name]
 
 
 def _call_args(op: registry.Op, n: Node, vals: list[Any],
@@ -79,14 +92,15 @@ def _call_args(op: registry.Op, n: Node, vals: list[Any],
     return call
 
 
-def _parts(n: Node, vals: list[Any], grad: np.ndarray) -> dict[int, np.ndarray]:
+def _parts(n: Node, vals: list[Any], grad: np.ndarray,
+           rules: Rules = None) -> dict[int, np.ndarray]:
     """What node n's op hands each of its tensor inputs that requires grad, given n's whole
     gradient: the op run once more on fresh leaves, one per slot (``paths``)."""
     op = registry.OPS[n.op]
     own = {slot: Tensor(vals[arg.id].data, requires_grad=True)
            for slot, (spec, arg) in enumerate(zip(op.inputs, n.args, strict=True))
            if isinstance(arg, NodeArg) and spec.kind == "tensor" and vals[arg.id].requires_grad}
-    op.fn(*_call_args(op, n, vals, own)).backward(grad)
+    _fn(op, rules)(*_call_args(op, n, vals, own)).backward(grad)
     return {slot: np.zeros(leaf.shape) if leaf.grad is None else leaf.grad
             for slot, leaf in own.items()}
 
@@ -131,7 +145,7 @@ def _variables(variables: Any) -> dict[str, tuple[Any, bool | None]]:
 def _ledger(n: Node, nodes: list[Node]) -> list[dict]:
     """Per tensor input: the axes of the incoming gradient summed to undo broadcasting
     (L0.5), as the op's shape rule planned them."""
-    if n.op in ("variable", "constant"):
+    if n.op in ("variable", "constant", *CUTS):
         return []
     op = registry.OPS[n.op]
     return [{"input": arg.id, "summed_axes": list(n.summed.get(spec.name, ()))}
@@ -165,6 +179,8 @@ class PreparedExpression:
     expand: bool = False                # open composite ops (glassllm.sandbox.expr.expand)
     limits: Limits = DEFAULT_LIMITS     # the bounds every opened composite is held to
     paths: bool = False                 # split shared nodes' gradients by edge
+    dead: bool = False                  # report the variables whose gradient is dead
+    rules: Rules = None                 # ops computed by other functions (one evaluation)
 
     @property
     def cost(self) -> tuple[int, int]:
@@ -178,7 +194,7 @@ class PreparedExpression:
         opened = 4 * sum(n.op in COMPOSITIONS for n in self.nodes) if self.expand else 0
         # paths run the consumers of shared nodes again, forward and backward: at most
         # the evaluation once more, its expansions included
-        again = 1 + opened if self.paths else 0
+        again = (1 + opened if self.paths else 0) + (3 if self.dead else 0)
         return (self.elements * (1 + passes + opened + again),
                 self.madds + passes * (self.madds // 3) + (opened + again) * self.madds)
 
@@ -198,6 +214,8 @@ class PreparedExpression:
         total += checking.answer_elements(self.check, self.check_elements)
         if self.paths:
             total += path_shares.answer_elements(self.nodes)
+        if self.dead:                     # a few numbers per variable, per reason
+            total += 64 * sum(n.op == "variable" for n in self.nodes)
         if self.expand:
             for n in self.nodes:
                 factor = EXPANSION_FACTOR.get(n.op, 0) * (2 if self.paths else 1)
@@ -210,7 +228,8 @@ class PreparedExpression:
 
 def evaluate(expression: str, variables: Any = None, grad_output: Any = None,
              check: Any = False, limits: Limits = DEFAULT_LIMITS, *,
-             maybe_bools: bool = True, expand: bool = False, paths: bool = False) -> dict:
+             maybe_bools: bool = True, expand: bool = False, paths: bool = False,
+             dead: bool = False, rules: Rules = None) -> dict:
     """Evaluate `expression` forward and backward; the result is the ``/api/v1/eval`` body.
 
     Args:
@@ -234,6 +253,12 @@ def evaluate(expression: str, variables: Any = None, grad_output: Any = None,
         paths: answer ``paths``: each node read by more than one op input (or by
             repeat_kv), its gradient split by those edges
             (`glassllm.sandbox.expr.path_shares`).
+        dead: answer ``dead``: every variable whose gradient is missing or dead, with
+            the reason and the node where its path was cut
+            (`glassllm.sandbox.expr.dead_report`).
+        rules: op name → a function computing that op in this evaluation only, forward,
+            backward, check and paths alike (the bug zoo's one seam: a rule is swapped
+            for one call, never in the registry).
 
     Raises: `ExprError` (and its kinds: limit, shape, compute) naming the position or input.
 
@@ -249,13 +274,14 @@ def evaluate(expression: str, variables: Any = None, grad_output: Any = None,
     Clauses: H2, H3, H5, L0.5, L0.6.
     """
     return run(prepare(expression, variables, grad_output, check, limits,
-                       maybe_bools=maybe_bools, expand=expand, paths=paths))
+                       maybe_bools=maybe_bools, expand=expand, paths=paths, dead=dead,
+                       rules=rules))
 
 
 def prepare(expression: str, variables: Any = None, grad_output: Any = None,
             check: Any = False, limits: Limits = DEFAULT_LIMITS, *,
             maybe_bools: bool = True, expand: bool = False,
-            paths: bool = False) -> PreparedExpression:
+            paths: bool = False, dead: bool = False, rules: Rules = None) -> PreparedExpression:
     """Every check of `evaluate`, once, before any compute: parse, build the graph with
     every node's shape planned and bounded (H5), grad_output, check's cost.
 
@@ -267,6 +293,8 @@ def prepare(expression: str, variables: Any = None, grad_output: Any = None,
         raise ExprError("'expand' must be true or false", input="expand")
     if not isinstance(paths, bool):
         raise ExprError("'paths' must be true or false", input="paths")
+    if not isinstance(dead, bool):
+        raise ExprError("'dead' must be true or false", input="dead")
     builder, out_id = _build(expression, variables, limits, maybe_bools)
     nodes = builder.nodes
     _check_constant_reuse(nodes)
@@ -298,7 +326,7 @@ def prepare(expression: str, variables: Any = None, grad_output: Any = None,
         checking.bound(check, check_elements, builder.forward_work, limits)
     return PreparedExpression(nodes, out_id, checked, seed, check,
                               builder.elements + builder.intermediates, builder.madds,
-                              check_elements, expand, limits, paths)
+                              check_elements, expand, limits, paths, dead, rules)
 
 
 def run(prepared: PreparedExpression, *, arrays: bool = False) -> dict:
@@ -317,7 +345,7 @@ def run(prepared: PreparedExpression, *, arrays: bool = False) -> dict:
     fw = FloatWarnings()
     with fw:
         leaves = {n.id: Tensor(n.value, requires_grad=True) for n in checked}
-        vals = _forward(nodes, leaves, fw, retain=True)
+        vals = _forward(nodes, leaves, fw, retain=True, rules=prepared.rules)
         out = vals[out_id]
         if out.requires_grad:
             fw.where = " during backward"
@@ -341,8 +369,12 @@ def run(prepared: PreparedExpression, *, arrays: bool = False) -> dict:
         shares = None
         if prepared.paths:
             fw.where = " during paths"
-            shares = path_shares.report(nodes, grads_of,
-                                        lambda n: _parts(n, vals, grads_of[n.id]))
+            shares = path_shares.report(nodes, grads_of, lambda n: _parts(
+                n, vals, grads_of[n.id], prepared.rules))
+        dead = None
+        if prepared.dead:
+            fw.where = " during dead"
+            dead = dead_report.report(nodes, vals, out, seed)
     first = None
     for n in nodes:
         count = _nonfinite(vals[n.id].data if isinstance(vals[n.id], Tensor) else vals[n.id])
@@ -361,7 +393,7 @@ def run(prepared: PreparedExpression, *, arrays: bool = False) -> dict:
     if prepared.expand:
         for n, d in zip(nodes, described, strict=True):
             opened = _expansion(n, vals, grads_of, nodes, prepared.limits,
-                                bool(out.requires_grad), prepared.paths)
+                                bool(out.requires_grad), prepared.paths, prepared.rules)
             if opened is not None:
                 d["expansion"] = opened
     encode = _as_float64 if arrays else encode_array
@@ -378,11 +410,14 @@ def run(prepared: PreparedExpression, *, arrays: bool = False) -> dict:
     }
     if shares is not None:               # asked for only: the default answer is unchanged
         answer["paths"] = shares
+    if dead is not None:
+        answer["dead"] = dead
     return answer
 
 
 def _expansion(n: Node, vals: list[Any], grads_of: list[Any], nodes: list[Node],
-               limits: Limits, backward_ran: bool, paths: bool) -> dict | None:
+               limits: Limits, backward_ran: bool, paths: bool,
+               rules: Rules = None) -> dict | None:
     """Node `n` of a composite op, evaluated again as its composition of primitive ops."""
     if n.op not in COMPOSITIONS:
         return None
@@ -402,7 +437,7 @@ def _expansion(n: Node, vals: list[Any], grads_of: list[Any], nodes: list[Node],
     expression, variables = built
     seeded = backward_ran and n.requires_grad and any(differentiable.values())
     inner = evaluate(expression, variables, grads_of[n.id] if seeded else None, limits=limits,
-                     expand=True, paths=paths)
+                     expand=True, paths=paths, rules=rules)
     inner.pop("check", None)
     return {"expression": expression, **inner}
 
@@ -445,7 +480,8 @@ def _check(prepared: PreparedExpression, seed: np.ndarray) -> dict:
     ids = [n.id for n in prepared.checked]
 
     def fn(*tensors: Tensor) -> Tensor:
-        return _forward(prepared.nodes, dict(zip(ids, tensors, strict=True)))[prepared.out_id]
+        return _forward(prepared.nodes, dict(zip(ids, tensors, strict=True)),
+                        rules=prepared.rules)[prepared.out_id]
 
     return checking.run(prepared.check, fn, [n.name for n in prepared.checked],
                         [n.value for n in prepared.checked], seed)

@@ -22,7 +22,14 @@ from glassllm.sandbox.expr.expr_errors import (
     op_message,
     raised_by_glassllm,
 )
-from glassllm.sandbox.expr.parser import BINOPS, CONSTANT_NAMES, METHODS, Parsed, not_an_op
+from glassllm.sandbox.expr.parser import (
+    BINOPS,
+    CONSTANT_NAMES,
+    CUTS,
+    METHODS,
+    Parsed,
+    not_an_op,
+)
 from glassllm.sandbox.limits import Limits
 from glassllm.sandbox.registry import NO_GRADIENT_RULE, NUMPY_ERRORS, Op
 from glassllm.sandbox.wire import coerce, is_base64
@@ -193,6 +200,8 @@ class Builder:
             op = registry.OPS[name]
             return self.apply(op, node, [node.left, node.right], [])
         if isinstance(node, ast.Call):
+            if isinstance(node.func, ast.Name) and node.func.id in CUTS:
+                return self.cut(node)
             if isinstance(node.func, ast.Name):
                 op = registry.get(node.func.id)
                 if op is None:
@@ -210,6 +219,16 @@ class Builder:
             return self.apply(registry.OPS["getitem"], node, [node.value, node.slice], [])
         raise self.error(f"{_what(node)} cannot stand for a tensor here; pass arrays as"
                          " variables", node)
+
+    def cut(self, node: ast.Call) -> int:
+        """``detach(e)`` / ``no_grad(e)``: e's value, cut from the graph (no gradient flows
+        back through it; the node does not require grad)."""
+        name = node.func.id
+        if len(node.args) != 1 or node.keywords:
+            raise self.error(f"{name}(...) takes one tensor expression, e.g. {name}(x * w)", node)
+        inner = self.expr(node.args[0])
+        return self.add(Node(0, name, self.p.span(node), self.p.text(node),
+                             self.nodes[inner].shape, False, args=[NodeArg(inner)]))
 
     def _float(self, v: int | float, node: ast.AST) -> float:
         try:

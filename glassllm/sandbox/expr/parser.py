@@ -23,6 +23,10 @@ BINOPS = {ast.Add: "add", ast.Sub: "sub", ast.Mult: "mul", ast.Div: "div", ast.P
 METHODS = {"sum": "tsum", "mean": "mean", "max": "max", "reshape": "reshape",
            "transpose": "transpose"}
 CONSTANT_NAMES = {"inf": math.inf, "nan": math.nan}
+# Calls that are not ops: they cut the gradient's path and keep the value, as
+# `Tensor.detach()` and a `with no_grad():` block do in the library (the same effect on
+# the gradient; the dead-gradient report names which one cut it)
+CUTS = {"detach": "detach() of", "no_grad": "no_grad around"}
 ALLOWED = (ast.Expression, ast.BinOp, ast.UnaryOp, ast.USub, ast.Call, ast.Name, ast.Constant,
            ast.Attribute, ast.Subscript, ast.Slice, ast.Tuple, ast.List, ast.keyword, ast.Load,
            *BINOPS)
@@ -172,7 +176,8 @@ def _whitelist(p: Parsed, limits: Limits) -> None:
         elif isinstance(node, ast.Call):
             if isinstance(node.func, ast.Attribute):
                 methods.add(id(node.func))
-            elif isinstance(node.func, ast.Name) and registry.get(node.func.id) is None:
+            elif isinstance(node.func, ast.Name) and registry.get(node.func.id) is None \
+                    and node.func.id not in CUTS:
                 offences.append((p.pos(node.func), not_an_op(node.func.id)))
             elif not isinstance(node.func, ast.Name):
                 offences.append((p.pos(node.func), "only registry ops and the methods .sum()"

@@ -43,7 +43,7 @@ def consumer_edges(nodes: list[Node]) -> dict[int, list[Edge]]:
     require grad and are read by more than one tensor input, or by repeat_kv."""
     edges: dict[int, list[Edge]] = {}
     for n in nodes:
-        if n.op in ("variable", "constant"):
+        if n.op not in registry.OPS:          # a variable, a constant, detach / no_grad
             continue
         for slot, (spec, arg) in enumerate(zip(registry.OPS[n.op].inputs, n.args, strict=True)):
             if isinstance(arg, NodeArg) and spec.kind == "tensor" and nodes[arg.id].requires_grad:

@@ -57,7 +57,11 @@ BODY = {"requestBody": {"required": True, "content": {"application/json": {
                               " value and gradient"},
                    "paths": {"type": "boolean", "description":
                              "answer paths: each node read by more than one op input (or"
-                             " by repeat_kv), its gradient split by those edges"}}},
+                             " by repeat_kv), its gradient split by those edges"},
+                   "dead": {"type": "boolean", "description":
+                            "answer dead: every variable whose gradient is missing or at"
+                            " most 1e-12 of grad_output's scale, with the reason in words"
+                            " and the node where its path was cut"}}},
     "example": EXAMPLES[1]["request"]}}}}
 
 
@@ -109,17 +113,20 @@ class Evaluation:
         return dumps(result)
 
 
-def prepare(body: Any, maybe_bools: bool, settings: Settings) -> Evaluation:
+def prepare(body: Any, maybe_bools: bool, settings: Settings,
+            rules: Any = None) -> Evaluation:
     """The envelope, then `glassllm.sandbox.expr.prepare`: every refusal (an ApiError, or
     an ExprError mapped by the app's handlers) before any compute. NumPy's
-    `warnings`-module warnings met on the way are kept for the answer."""
+    `warnings`-module warnings met on the way are kept for the answer. `rules`: ops
+    computed by other functions in this one evaluation (mystery mode's bug), else None."""
     encoding = encoding_of(body)
     read(body, EXPRESSION)
     messages: list[str] = []
     kwargs = {"expression": body["expression"], "variables": body.get("variables"),
               "grad_output": body.get("grad_output"), "check": body.get("check", False),
               "expand": body.get("expand", False), "paths": body.get("paths", False),
-              "limits": settings.limits, "maybe_bools": maybe_bools}
+              "dead": body.get("dead", False),
+              "limits": settings.limits, "maybe_bools": maybe_bools, "rules": rules}
     prepared = float_warnings.run_recording(lambda: expr.prepare(**kwargs), messages)
     opened = " and its opened composites" if prepared.expand else ""
     shares = ", the split of shared gradients" if prepared.paths else ""

@@ -173,7 +173,7 @@ def start(run: TrainingRun, settings: Settings, queue: TrainingQueue,
 
     Events: while it waits, ``queued`` then ``position`` {position, waiting, wait_s,
     run_s, runs_at_once}; then ``start`` {run_id, steps, parameters, corpus_bytes,
-    config}, ``step`` {step, loss, grad_norm}, ``stats`` {step, lr, grad_norms, sample},
+    config}, ``step`` {step, loss, grad_norm}, ``stats`` {step, lr, grad_norms, dead, sample},
     ``done`` {step, loss, seconds, weights}, ``error`` {code, message}. Every event
     carries ``run_id`` and ``time`` (Unix seconds when it was made)."""
     ticket = queue.enter(owner, run.kwargs["steps"], run.planned)

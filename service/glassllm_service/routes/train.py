@@ -30,7 +30,7 @@ async def start_training(request: Request, settings: SettingsDep,
 
     Events: while it waits, ``queued`` then ``position`` {position, waiting, wait_s,
     run_s, runs_at_once}; then ``start`` {run_id, steps, parameters, corpus_bytes,
-    config}, ``step`` {step, loss, grad_norm}, ``stats`` {step, lr, grad_norms, sample},
+    config}, ``step`` {step, loss, grad_norm}, ``stats`` {step, lr, grad_norms, dead, sample},
     ``done`` {step, loss, seconds, weights}, ``error`` {code, message}. Every event
     carries ``run_id`` and ``time``. Close the stream to stop the run or leave the queue;
     a second start by the same client replaces its first run.

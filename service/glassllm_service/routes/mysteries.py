@@ -1,0 +1,73 @@
+"""``/api/v1/mysteries``: mystery mode (docs/mystery.md). The list; one mystery for a
+student (its case, never its bug); ``/eval``, ``POST /api/v1/eval`` with the student's
+bug switched on for that request; ``/proof``, a node and an input graded. The student id:
+the ``X-Student-ID`` header or the ``student`` query parameter (or a body's ``student``)."""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+from fastapi import APIRouter, Header, Query, Request
+from starlette.responses import Response
+
+from glassllm_service import compute, schemas
+from glassllm_service.course_state import guarded
+from glassllm_service.deps import SettingsDep
+from glassllm_service.requests import expression
+from glassllm_service.requests import mystery_hunt as mystery
+
+router = APIRouter(prefix="/api/v1/mysteries", tags=["mysteries"])
+StudentQuery = Annotated[str | None, Query(
+    description="the student id (or the X-Student-ID header); practice mode's default:"
+                " practice; course mode needs one")]
+StudentHeader = Annotated[str | None, Header(alias="X-Student-ID", description=(
+    "the student id (or ?student=)"))]
+JSON = "application/json"
+
+
+@router.get("", response_model=schemas.MysteryList,
+            summary="Every mystery: id, title, points")
+def list_mysteries() -> Response:
+    return Response(mystery.listing(), media_type=JSON)
+
+
+@router.get("/{mystery_id}", response_model=schemas.MysteryView,
+            responses=schemas.error_responses(404),
+            summary="One mystery: the case to hunt in (its bug is never shown)")
+def get_mystery(mystery_id: str) -> Response:
+    return Response(mystery.view(mystery_id), media_type=JSON)
+
+
+@router.post("/{mystery_id}/eval", response_model=schemas.EvalResult,
+             openapi_extra=expression.BODY,
+             responses=schemas.error_responses(400, 404, 413, 415, 422, 503),
+             summary="POST /api/v1/eval with this student's bug switched on, for this"
+                     " request only")
+async def mystery_eval(mystery_id: str, request: Request, settings: SettingsDep,
+                       student: StudentQuery = None,
+                       x_student_id: StudentHeader = None) -> Response:
+    course = request.app.state.course
+    found = mystery.get(mystery_id)
+    who = course.student(x_student_id, student)
+    # what an open exercise hides stays hidden here too (course_state.guarded)
+    return await compute.answer(request, settings,
+                                guarded(mystery.prepare_eval(found, who, course.salt), course),
+                                send=expression.SEND)
+
+
+@router.post("/{mystery_id}/proof", response_model=schemas.MysteryProof,
+             openapi_extra=mystery.PROOF_BODY,
+             responses=schemas.error_responses(400, 404, 413, 415, 422, 503),
+             summary="Grade a proof: is the node's backward the wrong one, and does the"
+                     " input expose it (the Taylor test fails there under the bug only)?")
+async def mystery_proof(mystery_id: str, request: Request, settings: SettingsDep,
+                        student: StudentQuery = None,
+                        x_student_id: StudentHeader = None) -> Response:
+    course = request.app.state.course
+    found = mystery.get(mystery_id)
+
+    def who(given):
+        return course.student(x_student_id, student, given)
+    return await compute.answer(request, settings,
+                                mystery.prepare_proof(found, who, course.salt),
+                                send=mystery.SEND_PROOF)
