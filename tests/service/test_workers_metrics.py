@@ -124,7 +124,8 @@ def test_a_killed_workers_busy_slot_stops_counting_and_a_restart_starts_from_zer
         assert value(url, "glassllm_requests_total", route="/api/v1/ops/neg", status="200") == 0
         assert httpx.post(f"{url}/api/v1/ops/neg", json=NEG).status_code == 200
         assert value(url, "glassllm_requests_total", route="/api/v1/ops/neg", status="200") == 1
-        assert value(url, "glassllm_slots") == SLOTS
+        # healthy means one worker answers; the other may still be starting on a busy machine
+        until(lambda: value(url, "glassllm_slots") == SLOTS, what="every worker's slots")
 
 
 def refused(env: dict, workers: int = WORKERS, limit_files: bool = False) -> str:
