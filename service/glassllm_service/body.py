@@ -4,6 +4,7 @@ before parsing. The cap on concurrent computations is glassllm_service/admission
 from __future__ import annotations
 
 import functools
+import re
 from collections.abc import Callable
 from typing import Any
 
@@ -168,13 +169,28 @@ def _work_done(request: Request) -> None:
 OFF_LOOP_BYTES = 64 * 1024
 
 
+_BARE_NONFINITE = re.compile(rb"(?<![\w\"])-?(?:NaN|Infinity|inf|nan)(?![\w\"])")
+_HUGE_NUMBER = re.compile(rb"\d{300}")
+
+
+def _hint(body: bytes) -> str:
+    """The rule behind the two refusals JSON's own message does not explain."""
+    head = body[:1_000_000]
+    if _BARE_NONFINITE.search(head):
+        return ('; JSON has no NaN or Infinity: write them as the strings "NaN", "Infinity",'
+                ' "-Infinity" (H3)')
+    if _HUGE_NUMBER.search(head):
+        return "; a number must fit a float64 (at most about 1.8e308)"
+    return ""
+
+
 def _parse(body: bytes, settings: Settings, op: str | None) -> tuple[Any, bool]:
     try:
         parsed = orjson.loads(body)   # orjson refuses nesting past 1024 on its own, safely
     except orjson.JSONDecodeError as exc:
         _check_depth_cheaply(body, settings, op)      # too deep is named before invalid
-        raise ApiError(422, "invalid_json", f"the body is not valid JSON: {exc}", op=op,
-                       input="request body") from None
+        raise ApiError(422, "invalid_json", f"the body is not valid JSON: {exc}{_hint(body)}",
+                       op=op, input="request body") from None
     if len(body) > _SCAN_FREE and not _needs_text_scan(parsed, settings.max_json_depth):
         return parsed, False
     _check_depth_cheaply(body, settings, op)

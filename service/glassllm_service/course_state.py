@@ -221,13 +221,37 @@ def guarded(prepare: Callable[[Any, bool, Settings], Any], course: CourseState
     return with_hiding
 
 
-def without_rule(described: dict, rules: dict[str, tuple[str, ...]]) -> dict:
-    """An op's description (``GET /api/v1/ops``) without its backward rule while open
-    exercises hide it: ``vjp`` empty, ``hidden_by`` naming them."""
-    who = rules.get(described["name"])
-    if not who:
-        return described
-    return {**described, "vjp": {}, "hidden_by": {"rule": list(who)}}
+def without_rule(described: dict, rules: dict[str, tuple[str, ...]],
+                 expected: dict[str, tuple[str, ...]] | None = None) -> dict:
+    """An op's description (``GET /api/v1/ops``) without what open exercises hide of it:
+    its backward rule (``vjp`` empty) and its examples' expected numbers (``expected``
+    empty), with ``hidden_by`` naming the exercises per part."""
+    name = described["name"]
+    hidden_by = {}
+    if rules.get(name):
+        described = {**described, "vjp": {}}
+        hidden_by["rule"] = list(rules[name])
+    if expected and expected.get(name):
+        described = {**described, "examples": [{**e, "expected": {}}
+                                               for e in described["examples"]]}
+        hidden_by["expected"] = list(expected[name])
+    return {**described, "hidden_by": hidden_by} if hidden_by else described
+
+
+def examples_shown(examples: list[dict], hidden: Hidden) -> list[dict]:
+    """The ready examples, each without its expected numbers while an open exercise hides
+    those of an op it calls (``hidden_by`` names the exercises)."""
+    ops = hidden.ops("expected")
+    if not ops:
+        return examples
+    out = []
+    for example in examples:
+        hit = sorted(called_ops(example["request"]["expression"]) & ops)
+        if hit:
+            who = sorted({ex for op in hit for ex in hidden.by("expected", op)})
+            example = {**example, "expected": {}, "hidden_by": {"expected": who}}
+        out.append(example)
+    return out
 
 
 def lessons_shown(lessons: list[dict], hidden: Hidden) -> list[dict]:

@@ -290,3 +290,18 @@ def test_an_empty_and_an_invalid_body_are_422_naming_the_body(client):
         err = bad.json()["error"]
         assert bad.status_code == 422 and err["code"] == "invalid_json"
         assert err["input"] == "request body" and "not valid JSON" in err["message"]
+
+
+@pytest.mark.parametrize(("body", "rule"), [
+    (b'{"inputs": {"a": [NaN, 1.0]}}', 'write them as the strings "NaN", "Infinity"'),
+    (b'{"inputs": {"a": [-Infinity]}}', 'write them as the strings "NaN", "Infinity"'),
+    (b'{"inputs": {"a": [1' + b"0" * 5000 + b"]}}", "a number must fit a float64"),
+])
+def test_invalid_json_names_the_rule_json_itself_does_not(client, body, rule):
+    """orjson says where it stopped; a bare NaN or a number past float64 also gets why."""
+    r = client.post("/api/v1/ops/neg", content=body, headers={"Content-Type": "application/json"})
+    err = r.json()["error"]
+    assert r.status_code == 422 and err["code"] == "invalid_json" and rule in err["message"]
+    plain = client.post("/api/v1/ops/neg", content=b"{nope",
+                        headers={"Content-Type": "application/json"}).json()["error"]
+    assert "NaN" not in plain["message"] and "float64" not in plain["message"]

@@ -69,13 +69,52 @@ def test_no_route_serves_the_rule_text(hiding):
         assert r.status_code == 200, path
         assert not served_rule(r.text), path
     one = hiding.get("/api/v1/ops/rms_norm").json()
-    assert one["vjp"] == {} and one["hidden_by"] == {"rule": ["rms"]}
+    assert one["vjp"] == {} and one["hidden_by"] == {"rule": ["rms"], "expected": ["rms"]}
     listed = {op["name"]: op for op in hiding.get("/api/v1/ops").json()["ops"]}
     assert listed["rms_norm"]["vjp"] == {} and listed["softmax"]["vjp"]   # only its own op
     assert "not shown while exercise rms is open" in hiding.get("/docs/contract/library").text
     # the rms-norm lesson speaks of the rule: left out while the exercise is open
     lessons = [lesson["id"] for lesson in hiding.get("/api/v1/lessons").json()["lessons"]]
     assert "rms-norm" not in lessons and "neuron" in lessons
+
+
+def test_no_route_serves_an_example_s_expected_numbers_of_a_hidden_op(tmp_path):
+    """The op's own examples and the ready examples that call it keep their request but
+    not their expected value and gradients; other ops' examples are whole."""
+    from glassllm.course.cases import called_ops
+    from glassllm.sandbox.examples import EXAMPLES
+    c = app(exercise(tmp_path, ["expected"]))
+    one = c.get("/api/v1/ops/rms_norm").json()
+    assert one["examples"] and all(e["expected"] == {} for e in one["examples"])
+    assert one["hidden_by"] == {"expected": ["rms"]} and one["vjp"]      # the rule is not hidden
+    listed = {op["name"]: op for op in c.get("/api/v1/ops").json()["ops"]}
+    assert listed["rms_norm"]["examples"] == one["examples"]
+    assert all(e["expected"] for e in listed["softmax"]["examples"])
+    assert c.get("/api/v1/examples").json()["examples"] == EXAMPLES     # none calls rms_norm
+    # an exercise on softmax: the ready example that calls it loses its expected numbers
+    folder = tmp_path / "softmax"
+    folder.mkdir()
+    (folder / "sm.toml").write_text('''id = "sm"
+title = "softmax's backward"
+text = "Derive it."
+hide = ["expected"]
+[case]
+expression = "softmax(x)"
+[case.variables.x]
+shape = [2, 3]
+distribution = "normal"
+[answer]
+kind = "grads"
+grads = ["x"]
+''', encoding="utf-8")
+    served = app(folder).get("/api/v1/examples").json()["examples"]
+    calling = [e["id"] for e in EXAMPLES if "softmax" in called_ops(e["request"]["expression"])]
+    assert len(served) == len(EXAMPLES) and calling
+    for e, got in zip(EXAMPLES, served, strict=True):
+        if e["id"] in calling:
+            assert got == {**e, "expected": {}, "hidden_by": {"expected": ["sm"]}}
+        else:
+            assert got == e
 
 
 def test_no_route_computes_the_expected_numbers(hiding):

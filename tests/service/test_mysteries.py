@@ -70,3 +70,28 @@ def test_a_course_sandbox_needs_the_student():
     c = TestClient(create_app(Settings(mode="course", course_salt="a-secret-salt-of-the-course")))
     err = post(c, "/api/v1/mysteries/mystery-mlp/proof", {"node": 1}, 422)
     assert err["error"]["code"] == "student_required"
+
+
+def test_an_exercise_that_hides_an_op_of_the_case_closes_its_eval_and_its_proof(tmp_path):
+    """The proof's Taylor tests compute the gradients the mystery's eval would: while an
+    open exercise hides sigmoid's expected numbers, both are refused, naming it."""
+    (tmp_path / "sig.toml").write_text('''id = "sig"
+title = "sigmoid's backward"
+text = "Derive it."
+hide = ["expected"]
+[case]
+expression = "sigmoid(x)"
+[case.variables.x]
+shape = [3]
+distribution = "normal"
+[answer]
+kind = "grads"
+grads = ["x"]
+''', encoding="utf-8")
+    c = TestClient(create_app(Settings(mode="course", course_salt="salt",
+                                       exercises_dir=str(tmp_path))))
+    m = {x.id: x for x in M.load_dir()}["mystery-mlp"]
+    body = {"expression": m.expression, "variables": m.variables}
+    for path, sent in (("eval", body), ("proof", {"node": 1})):
+        err = post(c, f"/api/v1/mysteries/mystery-mlp/{path}?student=ada", sent, 403)
+        assert (err["error"]["code"], err["error"]["exercise"]) == ("hidden_by_exercise", "sig")

@@ -127,7 +127,7 @@ def _variables(variables: Any) -> dict[str, tuple[Any, bool | None]]:
             extra = sorted(set(spec) - {"value", "requires_grad"})
             if extra or "value" not in spec:
                 raise ExprError(f"variable '{name}' must be {{\"value\": ..., \"requires_grad\":"
-                                " true | false}} (or the bare value)", input=f"variables.{name}")
+                                " true | false} (or the bare value)", input=f"variables.{name}")
             value, rg = spec["value"], spec.get("requires_grad")
             if rg is not None and not isinstance(rg, bool):
                 raise ExprError(f"variable '{name}': requires_grad must be true or false",

@@ -15,10 +15,13 @@ from typing import Any
 
 import orjson
 
+from glassllm.course import Hidden
+from glassllm.course.cases import called_ops
 from glassllm.course.zoo import mystery as zoo_mystery
 from glassllm.course.zoo import rules_for
 from glassllm.sandbox import expr
 from glassllm.sandbox.expr import ExprError
+from glassllm_service.course_state import CourseState, Uses
 from glassllm_service.http_errors import ApiError
 from glassllm_service.requests import expression
 from glassllm_service.settings import Settings
@@ -85,6 +88,14 @@ class Proof:
         planned = expr.prepare(mystery.expression, given, check=zoo_mystery.TAYLOR,
                                limits=settings.limits).cost
         self.cost = (2 * planned[0], 2 * planned[1])
+
+    def hide(self, course: CourseState, hidden: Hidden) -> None:
+        """Refused (403) as the mystery's eval is while an open exercise hides what its
+        case computes: the proof's Taylor tests compute the same gradients."""
+        ops = frozenset(called_ops(self.mystery.expression))
+        err = course.refusal(Uses(ops, check=True), hidden)
+        if err is not None:
+            raise err
 
     def answer(self) -> bytes:
         try:

@@ -10,7 +10,7 @@ from starlette.responses import Response
 from glassllm.sandbox.examples import EXAMPLES
 from glassllm.sandbox.lessons import LESSONS
 from glassllm_service import compute, schemas
-from glassllm_service.course_state import guarded, lessons_shown
+from glassllm_service.course_state import examples_shown, guarded, lessons_shown
 from glassllm_service.deps import CourseDep, SettingsDep
 from glassllm_service.requests import expression
 
@@ -31,7 +31,11 @@ async def eval_expression(request: Request, settings: SettingsDep, course: Cours
 
 @router.get("/examples", response_model=schemas.ExampleList,
             summary="Every example of SPEC Part L as a ready /api/v1/eval request")
-def list_examples() -> Response:
+def list_examples(course: CourseDep) -> Response:
+    hidden = course.hidden()
+    if hidden.ops("expected"):       # an example's expected numbers of a hidden op: left out
+        return Response(orjson.dumps({"examples": examples_shown(EXAMPLES, hidden)}),
+                        media_type="application/json")
     return Response(_EXAMPLES_JSON, media_type="application/json")
 
 

@@ -23,6 +23,8 @@ StudentQuery = Annotated[str | None, Query(
 StudentHeader = Annotated[str | None, Header(alias="X-Student-ID", description=(
     "the student id (or ?student=)"))]
 JSON = "application/json"
+HIDDEN = {403: "course mode: an open exercise hides what the case computes"
+               " (`hidden_by_exercise`)"}
 
 
 @router.get("", response_model=schemas.MysteryList,
@@ -40,7 +42,7 @@ def get_mystery(mystery_id: str) -> Response:
 
 @router.post("/{mystery_id}/eval", response_model=schemas.EvalResult,
              openapi_extra=expression.BODY,
-             responses=schemas.error_responses(400, 404, 413, 415, 422, 503),
+             responses=schemas.error_responses(400, 403, 404, 413, 415, 422, 503, why=HIDDEN),
              summary="POST /api/v1/eval with this student's bug switched on, for this"
                      " request only")
 async def mystery_eval(mystery_id: str, request: Request, settings: SettingsDep,
@@ -57,7 +59,7 @@ async def mystery_eval(mystery_id: str, request: Request, settings: SettingsDep,
 
 @router.post("/{mystery_id}/proof", response_model=schemas.MysteryProof,
              openapi_extra=mystery.PROOF_BODY,
-             responses=schemas.error_responses(400, 404, 413, 415, 422, 503),
+             responses=schemas.error_responses(400, 403, 404, 413, 415, 422, 503, why=HIDDEN),
              summary="Grade a proof: is the node's backward the wrong one, and does the"
                      " input expose it (the Taylor test fails there under the bug only)?")
 async def mystery_proof(mystery_id: str, request: Request, settings: SettingsDep,
@@ -68,6 +70,7 @@ async def mystery_proof(mystery_id: str, request: Request, settings: SettingsDep
 
     def who(given):
         return course.student(x_student_id, student, given)
+    # refused like the mystery's eval while an open exercise hides what the case computes
     return await compute.answer(request, settings,
-                                mystery.prepare_proof(found, who, course.salt),
+                                guarded(mystery.prepare_proof(found, who, course.salt), course),
                                 send=mystery.SEND_PROOF)

@@ -51,20 +51,28 @@ router.add_api_route("/{name}", run_op, methods=["POST"], name="run", include_in
 
 
 @functools.lru_cache(maxsize=16)
-def _ops_without(rules: tuple) -> tuple[bytes, dict[str, bytes]]:
-    """The op list, and each op, without the rules an open exercise hides."""
-    hidden = dict(rules)
-    ops = [without_rule(registry.describe(op), hidden) for op in registry.OPS.values()]
+def _ops_without(rules: tuple, expected: tuple = ()) -> tuple[bytes, dict[str, bytes]]:
+    """The op list, and each op, without the rules and expected numbers open exercises
+    hide: (op, exercise ids) pairs of each."""
+    ops = [without_rule(registry.describe(op), dict(rules), dict(expected))
+           for op in registry.OPS.values()]
     return (orjson.dumps({"ops": ops, "kinds": registry.DTYPES}),
             {op["name"]: orjson.dumps(op) for op in ops})
 
 
+def _hiding(course) -> tuple[tuple, tuple] | None:
+    """The (rule, expected) parts open exercises hide now, as cache keys, or None."""
+    parts = course.hidden().parts
+    rules, expected = parts.get("rule") or {}, parts.get("expected") or {}
+    if not rules and not expected:
+        return None
+    return tuple(sorted(rules.items())), tuple(sorted(expected.items()))
+
+
 @router.get("", response_model=schemas.OpList, summary="Every op of the registry")
 def list_ops(course: CourseDep) -> Response:
-    rules = course.hidden().parts.get("rule")
-    if rules:
-        return Response(_ops_without(tuple(sorted(rules.items())))[0],
-                        media_type="application/json")
+    if hiding := _hiding(course):
+        return Response(_ops_without(*hiding)[0], media_type="application/json")
     return Response(_OPS_JSON, media_type="application/json")
 
 
@@ -73,8 +81,6 @@ def list_ops(course: CourseDep) -> Response:
             summary="One op: its inputs, output kind and runnable examples")
 def get_op(name: str, course: CourseDep) -> Response:
     op = op_call.find(name)
-    rules = course.hidden().parts.get("rule")
-    if rules:
-        return Response(_ops_without(tuple(sorted(rules.items())))[1][op.name],
-                        media_type="application/json")
+    if hiding := _hiding(course):
+        return Response(_ops_without(*hiding)[1][op.name], media_type="application/json")
     return Response(orjson.dumps(registry.describe(op)), media_type="application/json")
