@@ -3,11 +3,14 @@
 // in the same minute, so a busy sandbox is normal, not the student's fault.
 // - 503: wait Retry-After plus a random jitter (so thirty tabs do not retry in the same
 //   instant), a few tries, then a BusyError the page shows apart from input errors.
-// - 401: the sandbox wants a token (GLASSLLM_API_TOKEN); ask once in a small dialog, keep
-//   it in sessionStorage for this tab, send "Authorization: Bearer <token>".
+// - 401: the sandbox wants a token. A course sandbox that signs students in: the sign-in
+//   dialog (signin.js) trades the student's token for an HttpOnly cookie. Otherwise the
+//   shared token (GLASSLLM_API_TOKEN): ask once in a small dialog, keep it in
+//   sessionStorage for this tab, send "Authorization: Bearer <token>".
 // - every request carries a per-tab X-Client-ID, the key the sandbox's fair queue uses.
 
 import { el } from "./dom.js";
+import { signIn, signInAvailable } from "./signin.js";
 import { toJSON } from "./wire.js";
 
 export const TRIES = 4;                 // the first try and three retries
@@ -110,6 +113,10 @@ async function fetchWithRetry(url, init = {}, { onRetry, signal } = {}) {
     const res = await fetch(url, withHeaders(init));
     if (res.status === 401 && !asked) {
       asked = true;
+      if (signInAvailable()) {               // a course token: traded for the cookie
+        if (await signIn()) { attempt--; continue; }
+        return res;
+      }
       const token = await askToken();
       if (token) { session()?.setItem(TOKEN_KEY, token); attempt--; continue; }
       return res;

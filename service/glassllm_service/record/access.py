@@ -135,7 +135,8 @@ class CourseAccess:
                               " (Authorization: Bearer <token>, or the page's sign-in)")
             if err is not None:
                 return await error_response(err)(scope, receive, send)
-        scope.setdefault("state", {})["identity"] = identity
+        state = scope.setdefault("state", {})
+        state["identity"], state["access_problem"] = identity, err
         await self.app(scope, receive, send)
 
 

@@ -81,6 +81,7 @@ def listing(course: CourseState) -> bytes:
     now = course.now()
     return dumps({"mode": course.settings.mode, "graded_session": course.graded,
                   "student_required": course.course,
+                  "sign_in": course.course and bool(course.settings.course_secrets),
                   "exercises": [summary(course, ex, now) for ex in course.catalogue]})
 
 

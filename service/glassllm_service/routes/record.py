@@ -76,16 +76,29 @@ async def sign_in(request: Request, settings: SettingsDep) -> Response:
     return out
 
 
-@router.get("/api/v1/session", summary="Who is signed in (401: nobody)",
-            responses=schemas.error_responses(401, 404))
+@router.get("/api/v1/session", summary="Who is signed in: always 200, so the page asks"
+            " without an error in the console")
 async def session(request: Request) -> Response:
-    _keyring(request)
-    identity = identity_of(request)
-    if identity is None or identity.claims is None:
-        raise refusal(401, "unauthorized", "not signed in")
-    claims = await current_student(request)
-    return Response(orjson.dumps(_who(claims)), media_type=JSON,
-                    headers={"Cache-Control": "no-store"})
+    """``{"sign_in": false}`` on a sandbox without sign-in; ``{"sign_in": true,
+    "signed_in": false, "problem": ...}`` when nobody is (the problem: a cookie's token
+    that expired or was revoked); the signed-in identity otherwise."""
+    headers = {"Cache-Control": "no-store"}
+    if getattr(request.app.state, "keyring", None) is None:
+        return Response(b'{"sign_in":false,"signed_in":false}', media_type=JSON,
+                        headers=headers)
+    identity, problem = identity_of(request), getattr(request.state, "access_problem", None)
+    claims = None
+    if identity is not None and identity.claims is not None:
+        try:
+            claims = await current_student(request)
+        except ApiError as exc:
+            problem = exc
+    if claims is None:
+        out = {"sign_in": True, "signed_in": False, "problem": None if problem is None
+               else {"code": problem.code, "message": problem.message}}
+        return Response(orjson.dumps(out), media_type=JSON, headers=headers)
+    return Response(orjson.dumps({"sign_in": True, **_who(claims)}), media_type=JSON,
+                    headers=headers)
 
 
 @router.delete("/api/v1/session", status_code=204, summary="Sign out: the cookie cleared")
