@@ -222,3 +222,17 @@ def test_practice_mode_has_no_secret_and_no_record(tmp_path):
     assert TestClient(app).get("/api/v1/session").json() == {"sign_in": False,
                                                              "signed_in": False}
     assert not (tmp_path / "record.sqlite3").exists()
+
+
+def test_the_access_log_holds_no_token_and_no_answer(course, access_lines):
+    token = keyring().issue("ada", days=1)
+    given = answers(course.root, "ada")
+    course.post("/api/v1/session", json={"token": token})
+    course.post(f"{EX}/submit?student=ada", json={"answers": given})
+    submit(course, token, key="k-9")
+    assert access_lines and all(token not in line for line in access_lines)
+    first = repr(given[next(iter(given))][0][0])
+    assert all(first not in line and "student=" not in line for line in access_lines)
+    row = course.app.state.record.attempts("ada")[0]
+    assert set(row) == {"student", "exercise", "attempt", "content_hash", "verdict_digest",
+                        "pattern", "score", "passed", "hints_used", "created_at"}

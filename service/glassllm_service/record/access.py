@@ -106,8 +106,10 @@ class Gate:
         try:
             return Identity(self.keyring.verify(token))
         except TokenError as exc:
-            code = "token_expired" if exc.reason == "expired" else "invalid_token"
-            raise refusal(401, code, str(exc), challenge="invalid_token") from None
+            if exc.reason == "expired":
+                raise refusal(401, "token_expired", str(exc),
+                              challenge="invalid_token") from None
+            raise refusal(401, "invalid_token", str(exc), challenge="invalid_token") from None
 
 
 class CourseAccess:
