@@ -12,7 +12,6 @@ import tempfile
 import pytest
 from sandbox_server import running_sandbox
 
-
 _RECORD_DIR: list[str] = []
 
 

@@ -3,7 +3,8 @@ installs it), a fresh cluster in a temporary directory on a free port, stopped b
 
 ``initdb`` and ``postgres`` refuse to run as root, so as root they run as the
 ``postgres`` user (``runuser``), in a directory given to that user. Durability is turned
-off (``fsync=off``): the tests check what the sandbox commits, not the disk.
+off (``fsync=off``) unless `durable`: the tests check what the sandbox commits, not the
+disk; the benchmark runs PostgreSQL as a course would.
 
 Usage: ``with running_postgres() as url: ...`` (url: ``postgresql://glassllm@127.0.0.1:PORT/glassllm``).
 """
@@ -36,7 +37,7 @@ def _as_postgres(cmd: list[str]) -> list[str]:
 
 
 @contextlib.contextmanager
-def running_postgres(max_connections: int = 100) -> Iterator[str]:
+def running_postgres(max_connections: int = 100, durable: bool = False) -> Iterator[str]:
     bindir = postgres_bin()
     if bindir is None:
         if os.environ.get("CI"):
@@ -54,10 +55,11 @@ def running_postgres(max_connections: int = 100) -> Iterator[str]:
         subprocess.run(_as_postgres([str(bindir / "initdb"), "-D", str(data), "-U", "glassllm",
                                      "-A", "trust", "-E", "UTF8", "--no-sync"]),
                        check=True, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+        fast = [] if durable else ["-c", "fsync=off", "-c", "synchronous_commit=off",
+                                   "-c", "full_page_writes=off"]
         proc = subprocess.Popen(_as_postgres(
             [str(bindir / "postgres"), "-D", str(data), "-p", str(port), "-k", str(sockets),
-             "-c", "listen_addresses=127.0.0.1", "-c", "fsync=off",
-             "-c", "synchronous_commit=off", "-c", "full_page_writes=off",
+             "-c", "listen_addresses=127.0.0.1", *fast,
              "-c", f"max_connections={max_connections}"]),
             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         url = f"postgresql://glassllm@127.0.0.1:{port}"

@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from sqlalchemy import Connection, Engine, text
 
 from glassllm.course.attempts import Attempt, AttemptsExhausted, KeyReused, Recorded
-from glassllm_service.record.database import now_text
+from glassllm_service.record.database import now_text, writer
 
 
 @dataclass(frozen=True)
@@ -37,6 +37,7 @@ class DatabaseRecord:
 
     def __init__(self, engine: Engine, course: str) -> None:
         self.engine, self.course = engine, course
+        self.writes = writer(engine)
         self._pg = engine.dialect.name == "postgresql"
 
     # -- students: the roster, generations ------------------------------------------------
@@ -63,7 +64,7 @@ class DatabaseRecord:
     def enrol(self, rows: Iterable[tuple[str, str | None]]) -> dict[str, int]:
         """Add or rename roster students; their generations (tokens carry them)."""
         out = {}
-        with self.engine.begin() as conn:
+        with self.writes.begin() as conn:
             for student, name in rows:
                 self._lock_student(conn, student)
                 conn.execute(text("UPDATE students SET display_name = :n WHERE course = :c"
@@ -75,7 +76,7 @@ class DatabaseRecord:
     def revoke(self, student: str) -> int:
         """Bump the student's generation: every token issued before is refused. The new
         generation (a new token carries it)."""
-        with self.engine.begin() as conn:
+        with self.writes.begin() as conn:
             gen = self._lock_student(conn, student) + 1
             conn.execute(text("UPDATE students SET generation = :g WHERE course = :c AND"
                               " student = :s"), {"g": gen, "c": self.course, "s": student})
@@ -101,7 +102,7 @@ class DatabaseRecord:
 
     def record_attempt(self, attempt: Attempt, max_attempts: int | None) -> Recorded:
         key = {"c": self.course, "s": attempt.student, "e": attempt.exercise_id}
-        with self.engine.begin() as conn:
+        with self.writes.begin() as conn:
             self._lock_student(conn, attempt.student)
             if attempt.idempotency_key is not None:
                 before = conn.execute(text(
@@ -141,7 +142,7 @@ class DatabaseRecord:
         return int(n)
 
     def record_hint(self, student: str, exercise_id: str, number: int) -> None:
-        with self.engine.begin() as conn:
+        with self.writes.begin() as conn:
             self._lock_student(conn, student)
             conn.execute(text("INSERT INTO hints (course, student, exercise_id, number,"
                               " created_at) VALUES (:c, :s, :e, :n, :t) ON CONFLICT DO NOTHING"),
@@ -171,7 +172,7 @@ class DatabaseRecord:
         deleted. Only the id stays, with its generation bumped: the tokens they held are
         refused (a deleted row would start again at generation 0, reviving them)."""
         p = {"c": self.course, "s": student}
-        with self.engine.begin() as conn:
+        with self.writes.begin() as conn:
             gen = self._lock_student(conn, student) + 1
             n = conn.execute(text("DELETE FROM attempts WHERE course = :c AND student = :s"),
                              p).rowcount
@@ -183,7 +184,7 @@ class DatabaseRecord:
     def prune(self, days: int, now: dt.datetime | None = None) -> int:
         """Delete attempts and hints older than `days` (the stated retention)."""
         cut = now_text((now or dt.datetime.now(dt.UTC)) - dt.timedelta(days=days))
-        with self.engine.begin() as conn:
+        with self.writes.begin() as conn:
             n = conn.execute(text("DELETE FROM attempts WHERE created_at < :t"),
                              {"t": cut}).rowcount
             conn.execute(text("DELETE FROM hints WHERE created_at < :t"), {"t": cut})
