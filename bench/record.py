@@ -20,6 +20,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
+import datetime as dt
 import os
 import random
 import statistics
@@ -58,12 +59,12 @@ def sandbox(env: dict, workers: int):
         proc.wait(timeout=20)
 
 
-async def load(url: str, root: Path, seconds: float, course: bool) -> list[float]:
+async def load(url: str, root: Path, seconds: float, course: str | None) -> list[float]:
     """64 clients submitting for `seconds`, each waiting THINK seconds (at random, mean 1 s)
     between its answers, as a class checks; each submission's latency in ms."""
     students = [f"b{i:02d}" for i in range(CLIENTS)]
     bodies = {s: answers(root, s) for s in students}
-    tokens = {s: keyring().issue(s, days=1) for s in students}
+    tokens = {s: keyring(course or "course").issue(s, days=1) for s in students}
     times: list[float] = []
     end = time.perf_counter() + seconds
     rng = random.Random(0)
@@ -87,6 +88,37 @@ async def load(url: str, root: Path, seconds: float, course: bool) -> list[float
     return times
 
 
+def store_alone(url: str | None, root: Path, per_client: int) -> list[float]:
+    """The record's own work of one submission — the token's generation read, the hints
+    counted, the attempt numbered and committed — by 64 threads at once, as 64 clients'
+    submissions reach the workers' thread pools; each submission's time in ms."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    from glassllm.course.attempts import Attempt
+    from glassllm_service.record.database import engine_for, migrate, url_of
+    from glassllm_service.record.store import DatabaseRecord
+
+    engine = engine_for(url_of(url, root), pool_size=8)
+    migrate(engine)
+    record = DatabaseRecord(engine, f"alone{random.randrange(10**9)}")
+
+    def client(i: int) -> list[float]:
+        out = []
+        for n in range(per_client):
+            t = time.perf_counter()
+            record.generation(f"s{i}")
+            record.hints_used(f"s{i}", "ex")
+            record.record_attempt(Attempt(f"s{i}", "ex", "h" * 64, "d" * 64, None, 1.0, True,
+                                          0, dt.datetime.now(dt.UTC), f"k{n}"), None)
+            out.append((time.perf_counter() - t) * 1000)
+        return out
+
+    with ThreadPoolExecutor(CLIENTS) as pool:
+        times = [t for part in pool.map(client, range(CLIENTS)) for t in part]
+    engine.dispose()
+    return times
+
+
 def p(values: list[float], q: float) -> float:
     return statistics.quantiles(values, n=1000)[int(q * 1000) - 1]
 
@@ -105,15 +137,15 @@ def main() -> None:
         ex = root / "exercises" / "ce-record.toml"
         ex.write_text(ex.read_text().replace("max_attempts = 3\n", ""))
         base = {"GLASSLLM_COURSE_SALT": SALT, "GLASSLLM_EXERCISES_DIR": str(root / "exercises")}
-        runs = {"no record (practice)": (base, False)}
+        runs = {"no record (practice)": (base, None)}
         for round_ in range(args.rounds):
             runs["SQLite"] = ({**base, "GLASSLLM_MODE": "course",
                                "GLASSLLM_COURSE_SECRETS": SECRETS,
-                               "GLASSLLM_DATA_DIR": str(root / f"data{round_}")}, True)
+                               "GLASSLLM_DATA_DIR": str(root / f"data{round_}")}, "course")
             runs["PostgreSQL"] = ({**base, "GLASSLLM_MODE": "course",
                                    "GLASSLLM_COURSE_SECRETS": SECRETS,
                                    "GLASSLLM_COURSE_ID": f"bench{round_}",
-                                   "GLASSLLM_DATABASE_URL": pg}, True)
+                                   "GLASSLLM_DATABASE_URL": pg}, f"bench{round_}")
             for name, (env, course) in runs.items():
                 with sandbox(env, args.workers) as url:
                     asyncio.run(load(url, root, 3.0, course))                # warm-up
@@ -122,7 +154,14 @@ def main() -> None:
                 print(f"round {round_ + 1}: {name}: {len(times)} checks, p50"
                       f" {results[name][-1][0]:.1f} ms, p99 {results[name][-1][1]:.1f} ms",
                       flush=True)
+        alone = {"SQLite": store_alone(None, root / "alone", 20),
+                 "PostgreSQL": store_alone(pg, root, 20)}
+    print(f"\nthe record alone, {CLIENTS} threads x 20 submissions (2 workers hold at most"
+          " 2 x 8 of them at once):")
+    for name, times in alone.items():
+        print(f"  {name:12} p50 {p(times, 0.5):6.1f} ms  p99 {p(times, 0.99):6.1f} ms")
     base_p99 = statistics.median(r[1] for r in results["no record (practice)"])
+    print(f"load average now: {os.getloadavg()[0]:.1f} on {os.cpu_count()} CPUs")
     print(f"\n{CLIENTS} clients (a check every {sum(THINK) / 2:.0f} s each), {args.workers}"
           f" workers, {args.seconds:.0f} s per run, median of {args.rounds} rounds")
     print(f"{'sandbox':24} {'p50 ms':>8} {'p99 ms':>8} {'p99 added':>10}")

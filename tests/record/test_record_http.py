@@ -174,6 +174,8 @@ def test_the_page_trades_a_token_for_an_httponly_strict_cookie(course):
     course.cookies.clear()
     assert course.get("/api/v1/session").json() == {"sign_in": True, "signed_in": False,
                                                     "problem": None}
+    empty = course.post("/api/v1/session", json={})
+    assert empty.status_code == 422 and empty.json()["error"]["access"]
     bad = course.post("/api/v1/session", json={"token": token[:-3] + "xyz"})
     assert bad.status_code == 401 and "set-cookie" not in bad.headers
 
@@ -219,8 +221,13 @@ def test_practice_mode_has_no_secret_and_no_record(tmp_path):
         Settings(course_secrets=f"k1={SECRET}")
     app = create_app(Settings(data_dir=tmp_path))
     assert app.state.record is None and app.state.keyring is None
-    assert TestClient(app).get("/api/v1/session").json() == {"sign_in": False,
-                                                             "signed_in": False}
+    client = TestClient(app)
+    assert client.get("/api/v1/session").json() == {"sign_in": False, "signed_in": False}
+    for r in (client.post("/api/v1/session", json={"token": "x"}),
+              client.get("/api/v1/record/attempts"),
+              client.get("/api/v1/record/gradebook.csv")):
+        assert r.status_code == 404
+        assert r.json()["error"]["code"] in ("no_sign_in", "no_record")
     assert not (tmp_path / "record.sqlite3").exists()
 
 

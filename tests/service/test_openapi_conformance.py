@@ -152,6 +152,14 @@ ELSEWHERE |= {
         "test_not_open_yet_and_closed (a hint of an exercise not open yet)",
     ("post", "/api/v1/exercises/{exercise_id}/hints", 409):
         "test_the_record_hook_enforces_max_attempts_and_hint_order (hint_out_of_order)"}
+# the class record's routes answer their refusals only in course mode with course secrets
+ELSEWHERE.update({(method, path, status): "tests/record/test_record_http.py (a course"
+                  " sandbox with per-student tokens)"
+                  for method, path, statuses in (
+                      ("post", "/api/v1/session", (401, 404, 422)),
+                      ("get", "/api/v1/record/attempts", (401, 403, 404)),
+                      ("get", "/api/v1/record/gradebook.{fmt}", (401, 403, 404)))
+                  for status in statuses})
 
 
 def statuses(doc: dict) -> list[tuple[str, str, int]]:

@@ -154,7 +154,7 @@ def _export(record, settings, as_json: bool) -> None:
     from glassllm_service.course_state import load_catalogue
     from glassllm_service.record import export
     book = export.table(record.students(), record.attempts(),
-                        [ex.id for ex in load_catalogue(settings)])
+                        [ex.id for ex in load_catalogue(settings) if not ex.lesson])
     if as_json:
         sys.stdout.write(orjson.dumps({"course": record.course, **book}).decode() + "\n")
     else:

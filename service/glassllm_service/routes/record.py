@@ -137,7 +137,7 @@ async def gradebook(fmt: str, request: Request) -> Response:
     record = _record(request)
     _keyring(request)
     require_instructor(await current_student(request))
-    exercises = [ex.id for ex in request.app.state.course.catalogue]
+    exercises = [ex.id for ex in request.app.state.course.catalogue if not ex.lesson]
 
     def build() -> dict:
         return export.table(record.students(), record.attempts(), exercises)
