@@ -243,3 +243,16 @@ def test_the_access_log_holds_no_token_and_no_answer(course, access_lines):
     row = course.app.state.record.attempts("ada")[0]
     assert set(row) == {"student", "exercise", "attempt", "content_hash", "verdict_digest",
                         "pattern", "score", "passed", "hints_used", "created_at"}
+
+
+def test_hints_are_recorded_in_order_once(course):
+    token = keyring().issue("ada", days=1)
+    hint = f"{EX}/hints"
+    skip = course.post(hint, json={"number": 2}, headers=bearer(token))
+    assert skip.status_code == 409 and skip.json()["error"]["code"] == "hint_out_of_order"
+    first = course.post(hint, headers=bearer(token)).json()
+    again = course.post(hint, json={"number": 1}, headers=bearer(token)).json()
+    assert (first["number"], first["recorded"], again["number"]) == (1, True, 1)
+    assert course.app.state.record.hints_used("ada", "ce-record") == 1
+    submit(course, token)
+    assert course.app.state.record.attempts("ada")[0]["hints_used"] == 1
