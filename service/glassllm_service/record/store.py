@@ -13,8 +13,10 @@ on the event loop.
 
 from __future__ import annotations
 
+import contextlib
 import datetime as dt
-from collections.abc import Iterable
+import threading
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 
 from sqlalchemy import Connection, Engine, text
@@ -37,8 +39,18 @@ class DatabaseRecord:
 
     def __init__(self, engine: Engine, course: str) -> None:
         self.engine, self.course = engine, course
-        self.writes = writer(engine)
+        self._writes = writer(engine)
         self._pg = engine.dialect.name == "postgresql"
+        # SQLite has one writer at a time per file; a worker's threads take turns here
+        # rather than in SQLite's busy handler, whose sleeps (up to 100 ms each) would be
+        # the tail of every contended submission. PostgreSQL locks rows: no turn here.
+        self._turn = contextlib.nullcontext() if self._pg else threading.Lock()
+
+    @contextlib.contextmanager
+    def _write(self) -> Iterator[Connection]:
+        """A write transaction (SQLite: this worker's turn, then BEGIN IMMEDIATE)."""
+        with self._turn, self._writes.begin() as conn:
+            yield conn
 
     # -- students: the roster, generations ------------------------------------------------
 
@@ -64,7 +76,7 @@ class DatabaseRecord:
     def enrol(self, rows: Iterable[tuple[str, str | None]]) -> dict[str, int]:
         """Add or rename roster students; their generations (tokens carry them)."""
         out = {}
-        with self.writes.begin() as conn:
+        with self._write() as conn:
             for student, name in rows:
                 self._lock_student(conn, student)
                 conn.execute(text("UPDATE students SET display_name = :n WHERE course = :c"
@@ -76,7 +88,7 @@ class DatabaseRecord:
     def revoke(self, student: str) -> int:
         """Bump the student's generation: every token issued before is refused. The new
         generation (a new token carries it)."""
-        with self.writes.begin() as conn:
+        with self._write() as conn:
             gen = self._lock_student(conn, student) + 1
             conn.execute(text("UPDATE students SET generation = :g WHERE course = :c AND"
                               " student = :s"), {"g": gen, "c": self.course, "s": student})
@@ -102,7 +114,7 @@ class DatabaseRecord:
 
     def record_attempt(self, attempt: Attempt, max_attempts: int | None) -> Recorded:
         key = {"c": self.course, "s": attempt.student, "e": attempt.exercise_id}
-        with self.writes.begin() as conn:
+        with self._write() as conn:
             self._lock_student(conn, attempt.student)
             if attempt.idempotency_key is not None:
                 before = conn.execute(text(
@@ -142,7 +154,7 @@ class DatabaseRecord:
         return int(n)
 
     def record_hint(self, student: str, exercise_id: str, number: int) -> None:
-        with self.writes.begin() as conn:
+        with self._write() as conn:
             self._lock_student(conn, student)
             conn.execute(text("INSERT INTO hints (course, student, exercise_id, number,"
                               " created_at) VALUES (:c, :s, :e, :n, :t) ON CONFLICT DO NOTHING"),
@@ -172,7 +184,7 @@ class DatabaseRecord:
         deleted. Only the id stays, with its generation bumped: the tokens they held are
         refused (a deleted row would start again at generation 0, reviving them)."""
         p = {"c": self.course, "s": student}
-        with self.writes.begin() as conn:
+        with self._write() as conn:
             gen = self._lock_student(conn, student) + 1
             n = conn.execute(text("DELETE FROM attempts WHERE course = :c AND student = :s"),
                              p).rowcount
@@ -184,7 +196,7 @@ class DatabaseRecord:
     def prune(self, days: int, now: dt.datetime | None = None) -> int:
         """Delete attempts and hints older than `days` (the stated retention)."""
         cut = now_text((now or dt.datetime.now(dt.UTC)) - dt.timedelta(days=days))
-        with self.writes.begin() as conn:
+        with self._write() as conn:
             n = conn.execute(text("DELETE FROM attempts WHERE created_at < :t"),
                              {"t": cut}).rowcount
             conn.execute(text("DELETE FROM hints WHERE created_at < :t"), {"t": cut})
