@@ -55,14 +55,17 @@ class DatabaseRecord:
     # -- students: the roster, generations ------------------------------------------------
 
     def _lock_student(self, conn: Connection, student: str) -> int:
-        """Make sure the student has a row, lock it, answer its generation."""
-        conn.execute(text("INSERT INTO students (course, student, generation, created_at)"
-                          " VALUES (:c, :s, 0, :t) ON CONFLICT DO NOTHING"),
-                     {"c": self.course, "s": student, "t": now_text()})
-        lock = " FOR UPDATE" if self._pg else ""
-        return conn.execute(text("SELECT generation FROM students WHERE course = :c AND"
-                                 " student = :s" + lock),
-                            {"c": self.course, "s": student}).scalar_one()
+        """Lock the student's row (made first if missing), answer its generation."""
+        lock = text("SELECT generation FROM students WHERE course = :c AND student = :s"
+                    + (" FOR UPDATE" if self._pg else ""))
+        key = {"c": self.course, "s": student}
+        gen = conn.execute(lock, key).scalar()
+        if gen is None:                      # a student the roster did not name
+            conn.execute(text("INSERT INTO students (course, student, generation,"
+                              " created_at) VALUES (:c, :s, 0, :t) ON CONFLICT DO NOTHING"),
+                         {**key, "t": now_text()})
+            gen = conn.execute(lock, key).scalar_one()
+        return int(gen)
 
     def generation(self, student: str) -> int:
         """The student's generation (0 for one never seen: tokens start at 0)."""
@@ -116,17 +119,17 @@ class DatabaseRecord:
         key = {"c": self.course, "s": attempt.student, "e": attempt.exercise_id}
         with self._write() as conn:
             self._lock_student(conn, attempt.student)
-            if attempt.idempotency_key is not None:
-                before = conn.execute(text(
-                    "SELECT exercise_id, attempt_no FROM attempts WHERE course = :c AND"
-                    " student = :s AND idempotency_key = :k"),
-                    {**key, "k": attempt.idempotency_key}).first()
-                if before is not None:
-                    if before[0] != attempt.exercise_id:
-                        raise KeyReused(before[0])
-                    used = self._count(conn, key)
-                    return Recorded(int(before[1]), repeated=True, used=used)
-            used = self._count(conn, key)
+            # the count and the key's earlier attempt in one round trip
+            used, before_ex, before_no = conn.execute(text(
+                "SELECT (SELECT COUNT(*) FROM attempts WHERE course = :c AND student = :s"
+                " AND exercise_id = :e), a.exercise_id, a.attempt_no FROM (SELECT 1 AS one)"
+                " AS one LEFT JOIN attempts a ON a.course = :c AND a.student = :s AND"
+                " a.idempotency_key = :k"), {**key, "k": attempt.idempotency_key}).one()
+            used = int(used)
+            if before_ex is not None:
+                if before_ex != attempt.exercise_id:
+                    raise KeyReused(before_ex)
+                return Recorded(int(before_no), repeated=True, used=used)
             if max_attempts is not None and used >= max_attempts:
                 raise AttemptsExhausted(used, max_attempts)
             conn.execute(text(
@@ -139,11 +142,6 @@ class DatabaseRecord:
                  "passed": bool(attempt.passed), "hints": attempt.hints_used,
                  "k": attempt.idempotency_key, "t": now_text(attempt.created_at)})
         return Recorded(used + 1, repeated=False, used=used + 1)
-
-    @staticmethod
-    def _count(conn: Connection, key: dict) -> int:
-        return int(conn.execute(text("SELECT COUNT(*) FROM attempts WHERE course = :c AND"
-                                     " student = :s AND exercise_id = :e"), key).scalar_one())
 
     def hints_used(self, student: str, exercise_id: str) -> int:
         with self.engine.connect() as conn:
