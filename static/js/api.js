@@ -10,7 +10,6 @@
 // - every request carries a per-tab X-Client-ID, the key the sandbox's fair queue uses.
 
 import { el } from "./dom.js";
-import { signIn, signInAvailable } from "./signin.js";
 import { toJSON } from "./wire.js";
 
 export const TRIES = 4;                 // the first try and three retries
@@ -57,6 +56,24 @@ export async function postStream(url, body, signal, { onRetry } = {}) {
   return fetchWithRetry(url, { method: "POST", signal,
     headers: { "Content-Type": "application/json", Accept: "text/event-stream" },
     body: JSON.stringify(body) }, { onRetry, signal });
+}
+
+// The course sign-in (signin.js) registers itself here: a 401 opens it instead of the
+// shared token's dialog when the sandbox signs students in.
+let signInHook = null;
+export function setSignIn(hook) { signInHook = hook; }
+
+/** The sign-in's own calls to /api/v1/session (relative to the page: a proxy's prefix
+ *  included): no retry, no token dialog; the browser sends and keeps the cookie. */
+export async function sessionCall(method, body) {
+  const path = location.pathname;
+  const base = path.endsWith("/") ? path : path.slice(0, path.lastIndexOf("/") + 1);
+  const init = { method, credentials: "same-origin" };
+  if (body !== undefined) {
+    init.headers = { "Content-Type": "application/json" };
+    init.body = JSON.stringify(body);
+  }
+  return fetch(`${base}api/v1/session`, init);
 }
 
 function session() {
@@ -113,8 +130,8 @@ async function fetchWithRetry(url, init = {}, { onRetry, signal } = {}) {
     const res = await fetch(url, withHeaders(init));
     if (res.status === 401 && !asked) {
       asked = true;
-      if (signInAvailable()) {               // a course token: traded for the cookie
-        if (await signIn()) { attempt--; continue; }
+      if (signInHook?.available()) {         // a course token: traded for the cookie
+        if (await signInHook.signIn()) { attempt--; continue; }
         return res;
       }
       const token = await askToken();

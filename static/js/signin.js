@@ -5,6 +5,7 @@
 // not in a URL. An access problem (no token, a wrong, expired or revoked one, a route for
 // instructors) is shown here, beside the sign-in, never under the student's formula.
 
+import { sessionCall, setSignIn } from "./api.js";
 import { el } from "./dom.js";
 
 const bar = () => document.getElementById("access");
@@ -24,19 +25,13 @@ export function whoIsSignedIn() { return signedIn; }
 /** Ask the sandbox who is signed in, and draw the bar (hidden without sign-in). */
 export async function initAccess() {
   let res;
-  try { res = await fetch(`${base()}api/v1/session`, { credentials: "same-origin" }); }
-  catch { return; }
+  try { res = await sessionCall("GET"); } catch { return; }
   const data = res.ok ? await res.json() : {};
   available = data.sign_in === true;
   signedIn = data.signed_in ? data : null;
   draw(data.problem ? `${accessWords(data.problem)} ${data.problem.message}` : null);
 }
 
-/** The sandbox's base path (the page may be served under a proxy's prefix). */
-function base() {
-  const path = location.pathname;
-  return path.endsWith("/") ? path : path.slice(0, path.lastIndexOf("/") + 1);
-}
 
 function draw(problem = null) {
   const box = bar();
@@ -66,7 +61,7 @@ function accessWords(error) {
 }
 
 async function signOut() {
-  await fetch(`${base()}api/v1/session`, { method: "DELETE", credentials: "same-origin" });
+  await sessionCall("DELETE");
   signedIn = null;
   draw();
 }
@@ -88,8 +83,7 @@ export function signIn() {
       e.preventDefault();
       const token = input.value.trim();
       if (!token) { problem.textContent = "Paste your token first."; problem.className = "msg error"; return; }
-      const res = await fetch(`${base()}api/v1/session`, { method: "POST", credentials: "same-origin",
-        headers: { "Content-Type": "application/json" }, body: JSON.stringify({ token }) });
+      const res = await sessionCall("POST", { token });
       const data = await res.json().catch(() => ({}));
       if (!res.ok) {
         problem.textContent = `${accessWords(data.error)} ${data.error?.message ?? `HTTP ${res.status}`}`;
@@ -110,3 +104,5 @@ export function signIn() {
     input.focus();
   });
 }
+
+setSignIn({ available: signInAvailable, signIn });
