@@ -256,3 +256,12 @@ def test_hints_are_recorded_in_order_once(course):
     assert course.app.state.record.hints_used("ada", "ce-record") == 1
     submit(course, token)
     assert course.app.state.record.attempts("ada")[0]["hints_used"] == 1
+
+
+def test_the_records_get_routes_answer_head(course):
+    prof = bearer(keyring().issue("prof", "instructor", days=1))
+    for path in ("/api/v1/record/gradebook.csv", "/api/v1/record/gradebook.json",
+                 "/api/v1/record/attempts?student=ada", "/api/v1/session"):
+        r, g = course.head(path, headers=prof), course.get(path, headers=prof)
+        assert r.status_code == g.status_code == 200, path
+        assert r.content == b"" and r.headers["content-type"] == g.headers["content-type"]
