@@ -60,6 +60,16 @@ $(CHROMIUM):
 	$(SUDO) sh tools/apt_get.sh update
 	$(SUDO) env DEBIAN_FRONTEND=noninteractive sh tools/apt_get.sh install -y chromium
 
+# Debian's PostgreSQL server, for the class record's tests against a real one (each test
+# starts its own cluster in a temporary directory: tests/postgres_server.py); the cluster
+# the package makes and starts is not used. Its directory stands for the package.
+POSTGRES := /usr/lib/postgresql
+
+$(POSTGRES):
+	$(SUDO) sh tools/apt_get.sh update
+	$(SUDO) env DEBIAN_FRONTEND=noninteractive sh tools/apt_get.sh install -y \
+		--no-install-recommends postgresql
+
 # openapi-python-client (a venv of its own) and openapi-typescript (npm), pinned in
 # tools/client_generators.py, under .tools/ (ignored); the OpenAPI client tests run them
 # offline (docs/openapi-clients.md). Without npm the TypeScript test skips.
@@ -68,7 +78,7 @@ $(CHROMIUM):
 	touch $@
 
 # pytest's summary stays the last line CI reads.
-test: $(VENV)/.stamp-test .tools/.stamp-generators | $(CHROMIUM)
+test: $(VENV)/.stamp-test .tools/.stamp-generators | $(CHROMIUM) $(POSTGRES)
 	$(VPY) -m pytest -q
 
 lint: $(VENV)/.stamp-test

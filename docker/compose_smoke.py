@@ -4,7 +4,9 @@ Brings the deployment up with the compose implementation Debian packages (``dock
 v1, or the ``docker compose`` plugin where it exists), on a free port of 127.0.0.1 only,
 sends a bounded number of requests through the nginx proxy, checks that every one is
 answered and that more than one replica answered (nginx's ``X-Upstream`` header), that
-the replicas run with the CPU and memory limits set, then brings it down, whatever happened.
+the replicas run with the CPU and memory limits set, that students' attempts taken by
+both replicas land once each in the one PostgreSQL (the class record), then brings it
+down with its volume, whatever happened.
 
     python docker/compose_smoke.py --base glassllm-base:bookworm [--image glassllm:latest]
 """
@@ -13,6 +15,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import secrets
 import shutil
 import socket
 import subprocess
@@ -21,11 +24,15 @@ import time
 from pathlib import Path
 
 import httpx
+import numpy as np
+
+from glassllm_service.record.tokens import Keyring
 
 COMPOSE_FILE = Path(__file__).resolve().parent.parent / "deploy" / "compose.yaml"
 PROJECT = "glassllm-smoke"
 REPLICAS = 2
 REQUESTS = 20
+ATTEMPTS = 20
 
 
 def compose_command() -> list[str]:
@@ -49,8 +56,13 @@ def main() -> None:
     parser.add_argument("--image", default="glassllm:latest")
     args = parser.parse_args()
     port = free_port()
+    secret = secrets.token_urlsafe(32)
     env = {**os.environ, "BASE": args.base, "GLASSLLM_IMAGE": args.image,
-           "PORT": str(port), "REPLICAS": str(REPLICAS)}
+           "PORT": str(port), "REPLICAS": str(REPLICAS), "GLASSLLM_MODE": "course",
+           "GLASSLLM_COURSE_SECRETS": f"smoke={secret}", "GLASSLLM_SHIPPED_EXERCISES": "1",
+           "RECORD_PASSWORD": secrets.token_urlsafe(16)}
+    keyring = Keyring("course", {"smoke": secret})
+    student = {"Authorization": f"Bearer {keyring.issue('smoke-0', days=1)}"}
     compose = [*compose_command(), "-f", str(COMPOSE_FILE), "-p", PROJECT]
 
     def run(*cmd: str, timeout: float = 300) -> str:
@@ -80,7 +92,7 @@ def main() -> None:
               f" {time.perf_counter() - t0:.1f} s", flush=True)
         answered: dict[str, int] = {}
         for _ in range(REQUESTS):
-            r = httpx.post(f"{url}/api/v1/ops/softmax_np",
+            r = httpx.post(f"{url}/api/v1/ops/softmax_np", headers=student,
                            json={"inputs": {"x": [[1000.0, 1000.0]]}}, timeout=10)
             assert r.status_code == 200 and r.json()["value"] == [[0.5, 0.5]], r.text[:200]
             upstream = r.headers.get("x-upstream")
@@ -104,10 +116,38 @@ def main() -> None:
             assert limits[0] != "0" and limits[1] != "0", f"{cid}: no CPU/memory limit"
             assert limits[2:] == ["true", "healthy"], f"{cid}: {limits}"
         print("ok   each replica: read-only, healthy, CPU and memory limits set", flush=True)
+        record(url, keyring)
     finally:
-        run("down", "--timeout", "5")
+        run("down", "--volumes", "--timeout", "5")
         print(f"ok   compose down; deployment test took {time.perf_counter() - t0:.1f} s",
               flush=True)
+
+
+def record(url: str, keyring: Keyring) -> None:
+    """Students submit through the proxy; both replicas record into the one PostgreSQL:
+    the instructor's gradebook counts every attempt, whichever replica took it."""
+    ex, students, per = "softmax-value", [f"smoke-{i}" for i in range(ATTEMPTS // 2)], 2
+    upstreams: dict[str, int] = {}
+    for sid in students:
+        auth = {"Authorization": f"Bearer {keyring.issue(sid, days=1)}"}
+        view = httpx.get(f"{url}/api/v1/exercises/{ex}", headers=auth, timeout=10)
+        assert view.status_code == 200, view.text[:300]
+        answers = {a["key"]: np.zeros(a["shape"]).tolist() for a in view.json()["answers"]}
+        for n in range(per):
+            r = httpx.post(f"{url}/api/v1/exercises/{ex}/submit", headers=auth, timeout=10,
+                           json={"answers": answers, "idempotency_key": f"{sid}-{n}"})
+            assert r.status_code == 200 and r.json()["attempt"]["recorded"], r.text[:300]
+            upstreams[r.headers["x-upstream"]] = upstreams.get(r.headers["x-upstream"], 0) + 1
+    if len(upstreams) < 2:
+        raise SystemExit(f"compose: one replica recorded every attempt: {upstreams}")
+    prof = {"Authorization": f"Bearer {keyring.issue('prof', 'instructor', days=1)}"}
+    book = httpx.get(f"{url}/api/v1/record/gradebook.json", headers=prof, timeout=10).json()
+    counted = {s["student"]: s["exercises"].get(ex, {}).get("attempts", 0)
+               for s in book["students"]}
+    assert all(counted.get(sid) == per for sid in students), counted
+    print(f"ok   {per * len(students)} attempts through nginx, recorded by"
+          f" {len(upstreams)} replicas {sorted(upstreams.values())} in the one PostgreSQL:"
+          " the gradebook counts each once", flush=True)
 
 
 if __name__ == "__main__":

@@ -5,9 +5,27 @@
 from __future__ import annotations
 
 import logging
+import os
+import shutil
+import tempfile
 
 import pytest
 from sandbox_server import running_sandbox
+
+_RECORD_DIR: list[str] = []
+
+
+def pytest_configure(config):
+    """The course-mode sandboxes of the run keep their record (SQLite) in a directory of
+    the run, never in the user's ~/.local/share/glassllm."""
+    if "GLASSLLM_DATA_DIR" not in os.environ:
+        _RECORD_DIR.append(tempfile.mkdtemp(prefix="glassllm-record-"))
+        os.environ["GLASSLLM_DATA_DIR"] = _RECORD_DIR[0]
+
+
+def pytest_unconfigure(config):
+    for path in _RECORD_DIR:
+        shutil.rmtree(path, ignore_errors=True)
 
 
 @pytest.fixture(scope="module")

@@ -20,7 +20,8 @@ import datetime as dt
 from dataclasses import dataclass
 from typing import Protocol, runtime_checkable
 
-__all__ = ["Attempt", "AttemptStore", "AttemptsExhausted", "NoRecord", "Recorded"]
+__all__ = ["Attempt", "AttemptStore", "AttemptsExhausted", "KeyReused", "NoRecord",
+           "Recorded"]
 
 
 @dataclass(frozen=True)
@@ -55,6 +56,14 @@ class AttemptsExhausted(Exception):
     def __init__(self, used: int, allowed: int) -> None:
         super().__init__(f"{used} of {allowed} attempts used")
         self.used, self.allowed = used, allowed
+
+
+class KeyReused(Exception):
+    """An idempotency key the student already used for another exercise."""
+
+    def __init__(self, exercise_id: str) -> None:
+        super().__init__(f"this idempotency key was used for exercise {exercise_id!r}")
+        self.exercise_id = exercise_id
 
 
 @runtime_checkable

@@ -19,6 +19,8 @@ from glassllm_service.course_state import CourseState
 from glassllm_service.files import remove_private_dirs
 from glassllm_service.hop import NoHopByHop
 from glassllm_service.observability import Observability
+from glassllm_service.record.access import CourseAccess, Gate
+from glassllm_service.record.setup import keyring_of, open_record
 from glassllm_service.routes import (
     contract,
     dist,
@@ -28,6 +30,7 @@ from glassllm_service.routes import (
     mysteries,
     ops,
     pages,
+    record,
     tools,
     train,
 )
@@ -42,7 +45,7 @@ Arrays are JSON numbers and nested lists of float64; non-finite floats are the s
 that form. Every op, its inputs and runnable examples: `GET /api/v1/ops`.
 """
 ROUTERS = (health.router, expressions.router, tools.router, train.router, dist.router,
-           exercises.router, mysteries.router)
+           exercises.router, mysteries.router, record.router)
 
 
 def create_app(settings: Settings | None = None, attempts: AttemptStore | None = None
@@ -57,6 +60,13 @@ def create_app(settings: Settings | None = None, attempts: AttemptStore | None =
     app.state.settings = settings
     app.state.admission = admission.from_settings(settings)
     app.state.training_queue = training_queue.from_settings(settings)
+    # course mode: the class record in its database (docs/record.md), unless one is given
+    app.state.keyring = keyring_of(settings)
+    app.state.record = None
+    if attempts is None and settings.mode == "course":
+        attempts = app.state.record = open_record(settings)
+    elif attempts is not None and hasattr(attempts, "generation"):
+        app.state.record = attempts
     app.state.course = CourseState.from_settings(settings, attempts)   # exercises: a bad
     # file stops here (glassllm-sandbox checks it before starting its workers)
     http_errors.install(app)
@@ -106,7 +116,10 @@ def _add_middleware(app: FastAPI, settings: Settings) -> None:
     app.add_middleware(AllowEveryMethod, routes=app.router.routes)
     if settings.graded_session:
         app.add_middleware(graded.GradedSession)
-    if settings.api_token:
+    if app.state.keyring is not None:        # per-student tokens, the shared one too
+        app.state.gate = Gate(app.state.keyring, settings.api_token)
+        app.add_middleware(CourseAccess, gate=app.state.gate)
+    elif settings.api_token:
         app.add_middleware(BearerToken, token=settings.api_token)
     if settings.cors_origin_list:
         app.add_middleware(CORSMiddleware, allow_origins=settings.cors_origin_list,

@@ -143,10 +143,20 @@ class CourseState:
                            f" {found.opens.isoformat()}", input="id")
         return found
 
-    def student(self, header: str | None, query: str | None, given: Any = None) -> str:
+    def student(self, header: str | None, query: str | None, given: Any = None, *,
+                signed: str | None = None) -> str:
         """The student id of a request: the ``X-Student-ID`` header, the ``student`` query
         parameter or the body's ``student`` — all that are given must agree. Practice
-        mode's default is ``practice``; course mode needs one (422)."""
+        mode's default is ``practice``; course mode needs one (422). With a course token
+        (`signed`: its student id) only the token counts: another id given is refused."""
+        if signed is not None:
+            for where, value in (("X-Student-ID", header), ("student (query)", query),
+                                 ("student", given)):
+                if value is not None and value != signed:
+                    raise ApiError(403, "not_your_record", f"{where} names another student"
+                                   " than your token: a student works as themselves only",
+                                   input=where.split()[0], access=True)
+            return signed
         found = {}
         for where, value in (("X-Student-ID", header), ("student (query)", query),
                              ("student", given)):

@@ -30,6 +30,8 @@ class ExerciseList(BaseModel):
     graded_session: bool
     student_required: bool = Field(description="course mode: every exercise route needs"
                                                " the student id")
+    sign_in: bool = Field(description="course mode with course secrets: each student signs"
+                                      " in with their own token (POST /api/v1/session)")
     exercises: list[ExerciseSummary]
 
 

@@ -85,7 +85,15 @@ def _metrics_dir() -> str:
 
 
 def main(argv: list[str] | None = None) -> None:
-    parser = argparse.ArgumentParser(prog="glassllm-sandbox", description=__doc__)
+    import sys
+    given = sys.argv[1:] if argv is None else argv
+    from glassllm_service.record.commands import COMMANDS
+    if given and given[0] in COMMANDS:           # the class record's commands
+        from glassllm_service.record.commands import main as record_main
+        return record_main(given)
+    parser = argparse.ArgumentParser(prog="glassllm-sandbox", description=__doc__,
+                                     epilog="the class record: glassllm-sandbox {"
+                                     + ",".join(COMMANDS) + "} --help (docs/record.md)")
     parser.add_argument("--host", default="127.0.0.1")
     # a port past 65535 is not an error to the OS: it binds port % 65536 (70000 → 4464)
     parser.add_argument("--port", type=_int_in(1, 65535, "a TCP port from 1 to 65535"),
@@ -95,7 +103,7 @@ def main(argv: list[str] | None = None) -> None:
                              " may use, its cgroup quota included (default 1)")
     parser.add_argument("--log-level", default="info", choices=LOG_LEVELS,
                         help="uvicorn's log level (default info)")
-    args = parser.parse_args(argv)
+    args = parser.parse_args(given)
     try:
         import uvicorn
 
@@ -120,6 +128,9 @@ def main(argv: list[str] | None = None) -> None:
         load_catalogue(settings)
     except ExerciseFileError as exc:
         raise SystemExit(f"glassllm-sandbox: {exc}") from None
+    if settings.mode == "course":   # the record migrated once, before any worker starts
+        from glassllm_service.record.setup import prepare_record
+        prepare_record(settings, args.workers)
     given = os.environ.get("PROMETHEUS_MULTIPROC_DIR")
     if settings.metrics and given:             # empty: unset, as worker_environment reads it
         try:                    # here, before a worker starts and dies on it (supervisor.py)

@@ -33,6 +33,10 @@ ANSWER_PER_RESULT = 3
 TRAINING_QUEUE_PER_RUN = 21
 
 
+# settings whose value is never repeated in an error or a log line
+SECRET = frozenset({"api_token", "course_secrets", "database_url", "course_salt"})
+
+
 class SettingsError(ValueError):
     """One line per bad setting: ``GLASSLLM_<NAME>='value': the rule``."""
 
@@ -173,6 +177,70 @@ class Settings(StrictSettings):
     shipped_exercises: bool | None = None
     """The shipped example exercises: 1 served, 0 not; unset: served in practice mode, not
     in course mode (a course serves its own). The lessons are always served."""
+
+
+    # -- the class record: tokens, attempts, the database (docs/record.md) --
+    course_id: Annotated[str, Field(pattern=r"^[a-z0-9][a-z0-9-]{0,63}$")] = "course"
+    """The course's name, signed into every token: a token of another course is refused
+    even when the two share a secret; the record keeps each course apart."""
+    course_secrets: str | None = None
+    """Course mode: ``kid=secret`` pairs (comma-separated; each secret at least 32
+    characters) that sign and check per-student tokens. The first signs new tokens, all
+    are accepted (rotation). Unset: no identities (``X-Student-ID``, the shared
+    api_token). From a Secret, never in an image."""
+    token_days: Annotated[float, Field(gt=0, le=3650)] = 180.0
+    """How long a token ``glassllm-sandbox roster`` issues stays valid, in days."""
+    data_dir: Path | None = None
+    """Where course mode's embedded SQLite record lives (``record.sqlite3``); default
+    ``$XDG_DATA_HOME/glassllm`` (``~/.local/share/glassllm``). Unused with database_url."""
+    database_url: str | None = None
+    """The record's database when it is shared by replicas: a PostgreSQL URL
+    (``postgresql://user:password@host:5432/db``; driver psycopg 3). From a Secret."""
+    db_pool_size: Annotated[int, Field(ge=1, le=100)] = 4
+    """Database connections of one worker process, at most (no overflow). Replicas ×
+    workers × this must stay below PostgreSQL's max_connections: checked at startup."""
+    replicas: Annotated[int, Field(ge=1, le=1000)] = 1
+    """Replicas sharing the database (Kubernetes' replica count), for the connection
+    budget checked at startup."""
+    record_retention_days: Annotated[int, Field(ge=1, le=3650)] = 400
+    """Attempts older than this are deleted (``glassllm-sandbox prune``, run at each
+    start): the record's stated retention."""
+
+    @field_validator("course_secrets")
+    @classmethod
+    def _secrets(cls, value: str | None) -> str | None:
+        if value is not None and value.strip():
+            from glassllm_service.record.tokens import parse_secrets
+            parse_secrets(value)                 # a ValueError names the rule
+            return value
+        return None
+
+    @field_validator("database_url")
+    @classmethod
+    def _database(cls, value: str | None) -> str | None:
+        if not value:
+            return None
+        scheme = value.split("://", 1)[0] if "://" in value else ""
+        if scheme not in ("postgresql", "postgres", "postgresql+psycopg", "sqlite"):
+            raise ValueError("a postgresql://user:password@host:port/database URL (or"
+                             " sqlite:///path)")
+        return value
+
+    @model_validator(mode="after")
+    def _no_secret_in_practice(self) -> Settings:
+        if self.course_secrets and self.mode != "course":
+            raise ValueError(f"{ENV_PREFIX}COURSE_SECRETS is for course mode only; practice"
+                             f" mode has no secret and no record (set {ENV_PREFIX}MODE=course)")
+        return self
+
+    @property
+    def record_dir(self) -> Path:
+        """`data_dir`, or ``$XDG_DATA_HOME/glassllm``."""
+        if self.data_dir is not None:
+            return self.data_dir
+        import os
+        base = os.environ.get("XDG_DATA_HOME") or str(Path.home() / ".local" / "share")
+        return Path(base) / "glassllm"
 
     @field_validator("trusted_hosts")
     @classmethod
@@ -333,5 +401,6 @@ def describe(exc: ValidationError) -> str:
             lines.append(err["msg"].removeprefix("Value error, "))
             continue
         field = str(err["loc"][0])
-        lines.append(f"{ENV_PREFIX}{field.upper()}={err.get('input')!r}: {err['msg']}")
+        given = "(hidden)" if field in SECRET else repr(err.get("input"))   # never a secret
+        lines.append(f"{ENV_PREFIX}{field.upper()}={given}: {err['msg']}")
     return "invalid settings: " + "; ".join(lines)

@@ -3,8 +3,10 @@
 // in the same minute, so a busy sandbox is normal, not the student's fault.
 // - 503: wait Retry-After plus a random jitter (so thirty tabs do not retry in the same
 //   instant), a few tries, then a BusyError the page shows apart from input errors.
-// - 401: the sandbox wants a token (GLASSLLM_API_TOKEN); ask once in a small dialog, keep
-//   it in sessionStorage for this tab, send "Authorization: Bearer <token>".
+// - 401: the sandbox wants a token. A course sandbox that signs students in: the sign-in
+//   dialog (signin.js) trades the student's token for an HttpOnly cookie. Otherwise the
+//   shared token (GLASSLLM_API_TOKEN): ask once in a small dialog, keep it in
+//   sessionStorage for this tab, send "Authorization: Bearer <token>".
 // - every request carries a per-tab X-Client-ID, the key the sandbox's fair queue uses.
 
 import { el } from "./dom.js";
@@ -54,6 +56,24 @@ export async function postStream(url, body, signal, { onRetry } = {}) {
   return fetchWithRetry(url, { method: "POST", signal,
     headers: { "Content-Type": "application/json", Accept: "text/event-stream" },
     body: JSON.stringify(body) }, { onRetry, signal });
+}
+
+// The course sign-in (signin.js) registers itself here: a 401 opens it instead of the
+// shared token's dialog when the sandbox signs students in.
+let signInHook = null;
+export function setSignIn(hook) { signInHook = hook; }
+
+/** The sign-in's own calls to /api/v1/session (relative to the page: a proxy's prefix
+ *  included): no retry, no token dialog; the browser sends and keeps the cookie. */
+export async function sessionCall(method, body) {
+  const path = location.pathname;
+  const base = path.endsWith("/") ? path : path.slice(0, path.lastIndexOf("/") + 1);
+  const init = { method, credentials: "same-origin" };
+  if (body !== undefined) {
+    init.headers = { "Content-Type": "application/json" };
+    init.body = JSON.stringify(body);
+  }
+  return fetch(`${base}api/v1/session`, init);
 }
 
 function session() {
@@ -110,6 +130,10 @@ async function fetchWithRetry(url, init = {}, { onRetry, signal } = {}) {
     const res = await fetch(url, withHeaders(init));
     if (res.status === 401 && !asked) {
       asked = true;
+      if (signInHook?.available()) {         // a course token: traded for the cookie
+        if (await signInHook.signIn()) { attempt--; continue; }
+        return res;
+      }
       const token = await askToken();
       if (token) { session()?.setItem(TOKEN_KEY, token); attempt--; continue; }
       return res;

@@ -8,6 +8,7 @@
 
 import { BusyError, getAnswer, getJSON, postJSON } from "./api.js";
 import { el } from "./dom.js";
+import { isAccessProblem, showAccessProblem, signInAvailable } from "./signin.js";
 import { $ } from "./state.js";
 import { formatNumber, formatValue, fromWire, readValue, shapeOf, shapeText } from "./wire.js";
 
@@ -45,6 +46,7 @@ function student() {
 }
 
 function withStudent(url) {
+  if (signInAvailable()) return url;              // the signed-in token names the student
   const who = student();
   return who ? `${url}?student=${encodeURIComponent(who)}` : url;
 }
@@ -87,7 +89,7 @@ export async function openExercise(id) {
   $("#exercise-body").replaceChildren();
   $("#exercise-title").textContent = "Exercise";
   say("Loading the exercise…");
-  if (view.list?.student_required && !student()) { askStudent(id); return; }
+  if (view.list?.student_required && !view.list?.sign_in && !student()) { askStudent(id); return; }
   let answer;
   try {
     answer = await getAnswer(withStudent(`/api/v1/exercises/${encodeURIComponent(id)}`));
@@ -98,6 +100,11 @@ export async function openExercise(id) {
   const { data } = answer;
   if (!answer.ok) {
     if (data.error?.code === "student_required") { askStudent(id); return; }
+    if (isAccessProblem(answer.status, data)) {
+      showAccessProblem(data.error, answer.status);
+      say("Sign in above to open this exercise with your own numbers.");
+      return;
+    }
     say(`Refused (HTTP ${answer.status}): ${data.error?.message ?? ""}`, "error");
     return;
   }
@@ -255,6 +262,11 @@ async function submit() {
     say(err instanceof BusyError ? err.message : `The sandbox did not answer (${err.message}).`, err instanceof BusyError ? "busy" : "error");
     return;
   }
+  if (!res.ok && isAccessProblem(res.status, res.data)) {
+    showAccessProblem(res.data.error, res.status);
+    say("Not checked: sign in above, then check again (your answers are kept).");
+    return;
+  }
   if (!res.ok) { say(`Refused (HTTP ${res.status}): ${res.data.error?.message ?? ""}`, "error"); return; }
   say("");
   showFeedback(res.data);
@@ -320,7 +332,12 @@ function hintsBox(ex) {
   button.addEventListener("click", async () => {
     const number = view.hintsShown + 1;
     const res = await postJSON(withStudent(`/api/v1/exercises/${encodeURIComponent(ex.id)}/hints`), { number });
-    if (!res.ok) { say(`Refused (HTTP ${res.status}): ${res.data.error?.message ?? ""}`, "error"); return; }
+    if (!res.ok && isAccessProblem(res.status, res.data)) {
+    showAccessProblem(res.data.error, res.status);
+    say("Not checked: sign in above, then check again (your answers are kept).");
+    return;
+  }
+  if (!res.ok) { say(`Refused (HTTP ${res.status}): ${res.data.error?.message ?? ""}`, "error"); return; }
     view.hintsShown = number;
     list.append(el("li", {}, ...buildTree(res.data.text_nodes)));
     const left = ex.hints - number;

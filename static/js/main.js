@@ -9,6 +9,7 @@ import { wireCheckPanel } from "./checkpanel.js"; // "check my gradient"
 import { closeExercise, linkedExercise, loadExerciseList, openExercise } from "./exercise.js";
 import { loadMysteries, wireMystery } from "./mystery.js";
 import { run } from "./run.js";
+import { initAccess } from "./signin.js";
 import { copyCurl, copyLink, copyPython, restoreFromLink } from "./share.js";
 import { closeGuide, revealResult, wireGuide } from "./guide.js";
 import { showStep } from "./stepper.js";
@@ -85,6 +86,7 @@ async function main() {
   try {
     await load();
     await loadLessons();
+    await initAccess();            // before an exercise opens: signed in already?
     await loadExerciseList();
     await loadMysteries();
   } catch (err) {

@@ -5,6 +5,7 @@ import { BusyError, postJSON } from "./api.js";
 import { exprMessage, exprRequest, opRequest } from "./case.js";
 import { setMessage } from "./editors.js";
 import { busyNotice, clearResult, showError } from "./messages.js";
+import { isAccessProblem, showAccessProblem } from "./signin.js";
 import { showResult } from "./results.js";
 import { updateLink } from "./share.js";
 import { $, setStatus, state } from "./state.js";
@@ -87,6 +88,11 @@ async function runOnce() {
   if (ticket !== state.running) return;                    // a newer run took over
   const ms = Math.round(performance.now() - t0);
   const { ok, status, data } = answer;
+  if (!ok && isAccessProblem(status, data)) {        // at the sign-in, not at the formula
+    clearResult("No result: this sandbox wants you signed in (see the sign-in above).");
+    showAccessProblem(data.error, status);
+    return;
+  }
   if (!ok) { showError(data.error ?? { message: JSON.stringify(data) }, status); return; }
   showResult(data, req);
   setStatus(`Done in ${ms} ms: value of shape ${shapeText(data.shape)}, ` +

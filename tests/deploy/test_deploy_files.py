@@ -37,7 +37,10 @@ SETTINGS = {f"{ENV_PREFIX}{name.upper()}"
     f"{ENV_PREFIX}STATIC_DIR",                       # the page ships in the image
     f"{ENV_PREFIX}WORKERS"}                          # set by --workers for the workers it starts
 # a Secret's business, never a ConfigMap's
-SECRETS = {f"{ENV_PREFIX}API_TOKEN", f"{ENV_PREFIX}COURSE_SALT"}
+SECRETS = {f"{ENV_PREFIX}{n}" for n in ("API_TOKEN", "DATABASE_URL", "COURSE_SECRETS",
+                                        "COURSE_SALT")}
+# SQLite's directory: the replicas share PostgreSQL instead
+MOUNTS = {f"{ENV_PREFIX}DATA_DIR"}
 
 
 def documents() -> dict[str, dict]:
@@ -90,7 +93,7 @@ def test_probes_use_the_sandbox_routes():
 
 def test_the_configmap_sets_exactly_the_sandbox_settings_and_they_are_valid(tmp_path):
     data = documents()["ConfigMap"]["data"]
-    assert set(data) == SETTINGS - SECRETS
+    assert set(data) == SETTINGS - SECRETS - MOUNTS
     values = {k.removeprefix(ENV_PREFIX).lower(): v for k, v in data.items()}
     # the exercise directory is the pod's mount (below); here, a directory that exists
     mounts = {m["mountPath"]: m["name"] for m in container()["volumeMounts"]}
@@ -99,6 +102,18 @@ def test_the_configmap_sets_exactly_the_sandbox_settings_and_they_are_valid(tmp_
     exercises = volumes[mounts[values["exercises_dir"]]]["configMap"]
     assert exercises["optional"] is True          # a course with no exercises yet starts
     assert Settings(**{**values, "exercises_dir": tmp_path}).mode == "course"
+
+
+def test_the_record_reads_its_secrets_and_fits_postgresqls_connections():
+    docs = documents()
+    data = docs["ConfigMap"]["data"]
+    refs = [e["secretRef"] for e in container()["envFrom"] if "secretRef" in e]
+    record = next(r for r in refs if r["name"] == "glassllm-record")
+    assert not record.get("optional")            # course mode needs its database
+    assert int(data["GLASSLLM_REPLICAS"]) == docs["HorizontalPodAutoscaler"]["spec"][
+        "maxReplicas"]
+    # replicas x 1 worker x pool, under PostgreSQL's default 100 less 3 reserved and 5 spare
+    assert int(data["GLASSLLM_REPLICAS"]) * int(data["GLASSLLM_DB_POOL_SIZE"]) <= 100 - 3 - 5
 
 
 def test_resources_match_the_limits():
@@ -146,8 +161,14 @@ def test_the_service_and_autoscaler_point_at_the_deployment():
 def test_compose_passes_every_setting_through_and_sets_limits():
     compose = yaml.safe_load((ROOT / "deploy" / "compose.yaml").read_text())
     sandbox = compose["services"]["sandbox"]
-    assert set(sandbox["environment"]) == SETTINGS
+    assert {e.split("=", 1)[0] for e in sandbox["environment"]} == SETTINGS
     assert sandbox["read_only"] is True and sandbox["cap_drop"] == ["ALL"]
+    assert "postgresql://" in next(e for e in sandbox["environment"]
+                                   if e.startswith("GLASSLLM_DATABASE_URL="))
+    assert sandbox["depends_on"]["postgres"]["condition"] == "service_healthy"
+    postgres = compose["services"]["postgres"]
+    assert postgres["read_only"] is True and postgres["cap_drop"] == ["ALL"]
+    assert postgres["build"]["context"] == "postgres" and "record" in compose["volumes"]
     assert sandbox["tmpfs"] == ["/tmp"]
     assert set(sandbox["deploy"]["resources"]["limits"]) == {"cpus", "memory"}
     assert "/readyz" in " ".join(sandbox["healthcheck"]["test"])

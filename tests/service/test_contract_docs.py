@@ -146,7 +146,9 @@ def codes_in_code() -> dict[str, set[int]]:
     for folder in ("service", "glassllm"):
         for path in (ROOT / folder).rglob("*.py"):
             src = path.read_text(encoding="utf-8")
-            for status, code in re.findall(r'ApiError\(\s*(\d{3}|\w+),\s*"([a-z_]+)"', src):
+            # ApiError(...), and the record's access refusals: refusal(status, "code", ...)
+            for status, code in re.findall(r'(?:ApiError|\brefusal)\(\s*(\d{3}|\w+),\s*"([a-z_]+)"',
+                                           src):
                 codes.setdefault(code, set()).update([int(status)] if status.isdigit() else [])
             for call in re.findall(r"ExprError\((?:[^()]|\([^()]*\))*\)", src):
                 code = re.search(r'code="([a-z_]+)"', call)

@@ -156,6 +156,14 @@ ELSEWHERE |= {
 ELSEWHERE |= {("post", f"/api/v1/mysteries/{{mystery_id}}/{route}", 403):
               "test_an_exercise_that_hides_an_op_of_the_case_closes_its_eval_and_its_proof"
               for route in ("eval", "proof")}
+# the class record's routes answer their refusals only in course mode with course secrets
+ELSEWHERE.update({(method, path, status): "tests/record/test_record_http.py (a course"
+                  " sandbox with per-student tokens)"
+                  for method, path, statuses in (
+                      ("post", "/api/v1/session", (401, 404, 422)),
+                      ("get", "/api/v1/record/attempts", (401, 403, 404)),
+                      ("get", "/api/v1/record/gradebook.{fmt}", (401, 403, 404)))
+                  for status in statuses})
 
 
 def statuses(doc: dict) -> list[tuple[str, str, int]]:

@@ -229,7 +229,11 @@ FLAGS = ("ACCESS_LOG", "METRICS")            # on by default; "0" in the environ
 # the course: each away from its default (docs/modes.md); the exercise directory is a
 # temporary one, since the setting refuses a path that is not a directory
 COURSE = {"MODE": "course", "GRADED_SESSION": True, "COURSE_SALT": "s4lt",
-          "SHIPPED_EXERCISES": True}
+          "SHIPPED_EXERCISES": True,
+          # the class record (docs/record.md)
+          "COURSE_ID": "ml-101", "COURSE_SECRETS": "k1=" + "x" * 32, "TOKEN_DAYS": 30.0,
+          "DATABASE_URL": "postgresql://u:p@db:5432/course", "DB_POOL_SIZE": 3,
+          "REPLICAS": 5, "RECORD_RETENTION_DAYS": 200}
 
 
 def test_every_limit_variable_is_read_from_the_environment(monkeypatch, tmp_path):
@@ -240,14 +244,15 @@ def test_every_limit_variable_is_read_from_the_environment(monkeypatch, tmp_path
     for name, value in COURSE.items():
         monkeypatch.setenv(f"GLASSLLM_{name}", "1" if value is True else str(value))
     monkeypatch.setenv("GLASSLLM_EXERCISES_DIR", str(tmp_path))
+    monkeypatch.setenv("GLASSLLM_DATA_DIR", str(tmp_path))
     s = Settings()
     for name, value in {**ENV, **COURSE}.items():
         assert getattr(s, name.lower()) == value, name
     for name in FLAGS:
         assert getattr(s, name.lower()) is False, name
-    assert s.exercises_dir == tmp_path
+    assert s.exercises_dir == tmp_path and s.data_dir == tmp_path
     fields = {f for f in Settings.model_fields if f != "static_dir"}
-    assert fields == {n.lower() for n in (*ENV, *FLAGS, *COURSE, "EXERCISES_DIR")}
+    assert fields == {n.lower() for n in (*ENV, *FLAGS, *COURSE, "EXERCISES_DIR", "DATA_DIR")}
 
 
 def test_an_environment_limit_reaches_the_routes(monkeypatch):

@@ -23,9 +23,10 @@ import numpy as np
 import orjson
 
 from glassllm.course import Exercise, build_case, grade
-from glassllm.course.attempts import Attempt, AttemptsExhausted
+from glassllm.course.attempts import Attempt, AttemptsExhausted, KeyReused
 from glassllm.course.cases import Case
 from glassllm.sandbox.wire import coerce, encode_array
+from glassllm_service.admission import INLINE_COST
 from glassllm_service.body import check_answer
 from glassllm_service.codec import dumps
 from glassllm_service.course_state import CourseState
@@ -35,6 +36,7 @@ from glassllm_service.markdown_tree import tree
 from glassllm_service.settings import Settings
 
 SEND = '{"answers": {...}}'
+RECORDED = INLINE_COST + 1
 SUBMIT = Envelope(("student", "answers", "idempotency_key", "reveal"),
                   'the body must be a JSON object {"answers": {key: array}, "student": ...,'
                   ' "idempotency_key": ..., "reveal": false}', required=("answers",))
@@ -79,6 +81,7 @@ def listing(course: CourseState) -> bytes:
     now = course.now()
     return dumps({"mode": course.settings.mode, "graded_session": course.graded,
                   "student_required": course.course,
+                  "sign_in": course.course and bool(course.settings.course_secrets),
                   "exercises": [summary(course, ex, now) for ex in course.catalogue]})
 
 
@@ -92,12 +95,15 @@ def hidden_now(course: CourseState, ex: Exercise) -> list[str]:
     return sorted(ex.hide) if course.course and ex.is_open(course.now()) else []
 
 
-def _cost(ex: Exercise) -> tuple[int, int]:
-    """A case's planned work, from its variables' sizes (an exercise is small)."""
+def _cost(ex: Exercise, course: CourseState | None = None) -> tuple[int, int]:
+    """A case's planned work, from its variables' sizes (an exercise is small). With a
+    record attached at least `RECORDED`: the work waits on the database, so it runs in a
+    worker thread, never inline on the event loop (admission.INLINE_COST)."""
+    floor = RECORDED if course is not None and course.attempts.enforces else 0
     sizes = [math.prod(v.shape or ()) if v.generated else int(np.size(v.value))
              for v in ex.variables]
     parts = 1 + (len(ex.answer.function.cases) if ex.answer.function else 0)
-    return (parts * 8 * (sum(sizes) + 1), 0)
+    return (max(floor, parts * 8 * (sum(sizes) + 1)), 0)
 
 
 class View:
@@ -110,7 +116,7 @@ class View:
 
     @property
     def cost(self) -> tuple[int, int]:
-        return _cost(self.exercise)
+        return _cost(self.exercise, self.course)
 
     def answer(self) -> bytes:
         ex, course = self.exercise, self.course
@@ -156,10 +162,14 @@ class Submission:
     @property
     def cost(self) -> tuple[int, int]:
         given = sum(int(np.size(a)) for a in self.answers.values())
-        return (_cost(self.exercise)[0] + 8 * given, 0)
+        return (_cost(self.exercise, self.course)[0] + 8 * given, 0)
 
     def answer(self) -> bytes:
         ex, course = self.exercise, self.course
+        if course.attempts.enforces and ex.max_attempts is not None and self.key is None:
+            used = course.attempts.attempts_used(self.student, ex.id)   # no grading then
+            if used >= ex.max_attempts:
+                raise no_attempts_left(ex, used)
         case = build_case(ex, self.student, course.salt, course.settings.limits)
         feedback = course.feedback(ex)
         verdicts, missing = grade_case(case, self.answers)
@@ -178,6 +188,9 @@ class Submission:
             recorded = course.attempts.record_attempt(attempt, ex.max_attempts)
         except AttemptsExhausted as exc:
             raise no_attempts_left(ex, exc.used) from None
+        except KeyReused as exc:
+            raise ApiError(409, "idempotency_key_reused", f"{exc}; send a new key for a"
+                           " new attempt", input="idempotency_key") from None
         remaining = (None if ex.max_attempts is None or recorded.used is None
                      else max(0, ex.max_attempts - recorded.used))
         return dumps({"exercise": ex.id, "student": self.student,
@@ -249,10 +262,6 @@ def prepare_submit(body: Any, maybe_bools: bool, settings: Settings, course: Cou
                                max_elements=limit)
     check_answer(4 * sum(int(np.size(a)) for a in answers.values()), settings,
                  input="answers", what="the answers, their digits and verdicts")
-    if course.attempts.enforces and ex.max_attempts is not None:
-        used = course.attempts.attempts_used(student, ex.id)
-        if used >= ex.max_attempts:
-            raise no_attempts_left(ex, used)
     return Submission(course, ex, student, answers, key, reveal)
 
 

@@ -7,12 +7,14 @@ from __future__ import annotations
 from typing import Annotated
 
 from fastapi import APIRouter, Header, Query, Request
+from starlette.concurrency import run_in_threadpool
 from starlette.responses import Response
 
 from glassllm_service import compute, exercise_schemas, schemas
 from glassllm_service.admission import run_admitted
 from glassllm_service.body import read_json
 from glassllm_service.deps import SettingsDep
+from glassllm_service.record.access import current_student
 from glassllm_service.requests import submission
 
 router = APIRouter(prefix="/api/v1/exercises", tags=["exercises"])
@@ -40,7 +42,8 @@ async def get_exercise(exercise_id: str, request: Request, student: StudentQuery
                        x_student_id: StudentHeader = None) -> Response:
     course = request.app.state.course
     exercise = course.exercise(exercise_id)
-    who = course.student(x_student_id, student)
+    signed = await current_student(request)
+    who = course.student(x_student_id, student, signed=signed and signed.sub)
     view = submission.prepare_view(course, exercise, who)
     return Response(await run_admitted(request, view.cost, view.answer), media_type=JSON)
 
@@ -56,11 +59,13 @@ async def submit(exercise_id: str, request: Request, settings: SettingsDep,
                  student: StudentQuery = None, x_student_id: StudentHeader = None) -> Response:
     course = request.app.state.course
     exercise = course.exercise(exercise_id)
+    signed = await current_student(request)
 
     def prepare(body, maybe_bools, settings):
         return submission.prepare_submit(
             body, maybe_bools, settings, course, exercise,
-            lambda given: course.student(x_student_id, student, given))
+            lambda given: course.student(x_student_id, student, given,
+                                         signed=signed and signed.sub))
 
     return await compute.answer(request, settings, prepare, send=submission.SEND)
 
@@ -75,10 +80,13 @@ async def hints(exercise_id: str, request: Request, settings: SettingsDep,
                 student: StudentQuery = None, x_student_id: StudentHeader = None) -> Response:
     course = request.app.state.course
     exercise = course.exercise(exercise_id)
+    signed = await current_student(request)
     body = None
     if request.headers.get("content-length", "0") != "0" or \
             request.headers.get("transfer-encoding"):
         body, _ = await read_json(request, settings, send='{"number": 1}', queued=False)
     given = body.get("student") if isinstance(body, dict) else None
-    who = course.student(x_student_id, student, given)
-    return Response(submission.hint(course, exercise, who, body), media_type=JSON)
+    who = course.student(x_student_id, student, given, signed=signed and signed.sub)
+    # the record is read and written in a worker thread, never on the event loop
+    return Response(await run_in_threadpool(submission.hint, course, exercise, who, body),
+                    media_type=JSON)

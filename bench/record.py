@@ -1,0 +1,175 @@
+"""What the class record costs a check: the same submissions at 64 clients against a
+sandbox without a record (practice mode) and with one (course mode, each student's own
+token, every attempt committed before the answer), SQLite and PostgreSQL, side by side.
+
+    .venv/bin/python bench/record.py [--seconds 20] [--rounds 2] [--workers 2]
+
+Each round runs the three sandboxes one after the other (``glassllm-sandbox --workers 2``,
+loopback); 64 clients, each on its own keep-alive connection, submit a (2, 3) cross-entropy
+gradient (the right answer, a fresh idempotency key each), each waiting 0.5-1.5 s between
+an answer and its next check, as a class does (back-to-back clients would measure the
+queue of a saturated 2-core machine, seconds long, not the record).
+Printed per sandbox: the client's p50 and p99 latency (median over rounds) and the p99
+added by the record. The target: the record adds at most 10 ms to a check's p99.
+PostgreSQL is Debian's (``make test`` installs it), a fresh cluster in a temporary
+directory with its durable defaults (fsync on), as a course would run it.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import datetime as dt
+import os
+import random
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import httpx
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT / "tests"))
+from postgres_server import running_postgres  # noqa: E402
+from record_course import SALT, SECRETS, answers, course_dir, keyring  # noqa: E402
+from sandbox_server import free_port, wait_healthy  # noqa: E402
+
+CLIENTS = 64
+THINK = (0.5, 1.5)         # seconds between a client's answer and its next check
+
+
+@contextlib.contextmanager
+def sandbox(env: dict, workers: int):
+    port = free_port()
+    proc = subprocess.Popen([sys.executable, "-m", "glassllm_service.sandbox_cli", "--workers",
+                             str(workers), "--port", str(port), "--log-level", "warning"],
+                            env={**os.environ, "GLASSLLM_ACCESS_LOG": "0", **env},
+                            start_new_session=True, stdout=subprocess.DEVNULL,
+                            stderr=subprocess.DEVNULL)
+    url = f"http://127.0.0.1:{port}"
+    try:
+        wait_healthy(url, proc, timeout=60)
+        yield url
+    finally:
+        proc.terminate()
+        proc.wait(timeout=20)
+
+
+async def load(url: str, root: Path, seconds: float, course: str | None) -> list[float]:
+    """64 clients submitting for `seconds`, each waiting THINK seconds (at random, mean 1 s)
+    between its answers, as a class checks; each submission's latency in ms."""
+    students = [f"b{i:02d}" for i in range(CLIENTS)]
+    bodies = {s: answers(root, s) for s in students}
+    tokens = {s: keyring(course or "course").issue(s, days=1) for s in students}
+    times: list[float] = []
+    end = time.perf_counter() + seconds
+    rng = random.Random(0)
+
+    async def client(s: str) -> None:
+        headers = ({"Authorization": f"Bearer {tokens[s]}"} if course
+                   else {"X-Student-ID": s})
+        async with httpx.AsyncClient(base_url=url, headers=headers, timeout=60) as c:
+            await asyncio.sleep(rng.uniform(*THINK))          # the clients not in step
+            n = 0
+            while time.perf_counter() < end:
+                n += 1
+                t = time.perf_counter()
+                r = await c.post("/api/v1/exercises/ce-record/submit",
+                                 json={"answers": bodies[s], "idempotency_key": f"{s}-{n}"})
+                times.append((time.perf_counter() - t) * 1000)
+                assert r.status_code == 200 and r.json()["passed"], r.text
+                await asyncio.sleep(rng.uniform(*THINK))
+
+    await asyncio.gather(*(client(s) for s in students))
+    return times
+
+
+def store_alone(url: str | None, root: Path, per_client: int) -> list[float]:
+    """The record's own work of one submission — the token's generation read, the hints
+    counted, the attempt numbered and committed — by 64 threads at once, as 64 clients'
+    submissions reach the workers' thread pools; each submission's time in ms."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    from glassllm.course.attempts import Attempt
+    from glassllm_service.record.database import engine_for, migrate, url_of
+    from glassllm_service.record.store import DatabaseRecord
+
+    engine = engine_for(url_of(url, root), pool_size=8)
+    migrate(engine)
+    record = DatabaseRecord(engine, f"alone{random.randrange(10**9)}")
+
+    def client(i: int) -> list[float]:
+        out = []
+        for n in range(per_client):
+            t = time.perf_counter()
+            record.generation(f"s{i}")
+            record.hints_used(f"s{i}", "ex")
+            record.record_attempt(Attempt(f"s{i}", "ex", "h" * 64, "d" * 64, None, 1.0, True,
+                                          0, dt.datetime.now(dt.UTC), f"k{n}"), None)
+            out.append((time.perf_counter() - t) * 1000)
+        return out
+
+    with ThreadPoolExecutor(CLIENTS) as pool:
+        times = [t for part in pool.map(client, range(CLIENTS)) for t in part]
+    engine.dispose()
+    return times
+
+
+def p(values: list[float], q: float) -> float:
+    return statistics.quantiles(values, n=1000)[int(q * 1000) - 1]
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--seconds", type=float, default=20.0)
+    ap.add_argument("--rounds", type=int, default=2)
+    ap.add_argument("--workers", type=int, default=2)
+    args = ap.parse_args()
+    results: dict[str, list[tuple[float, float]]] = {}
+    with tempfile.TemporaryDirectory() as tmp, running_postgres(durable=True) as pg:
+        root = Path(tmp)
+        course_dir(root)
+        # unlimited attempts here: the bench's own copy of the exercise
+        ex = root / "exercises" / "ce-record.toml"
+        ex.write_text(ex.read_text().replace("max_attempts = 3\n", ""))
+        base = {"GLASSLLM_COURSE_SALT": SALT, "GLASSLLM_EXERCISES_DIR": str(root / "exercises")}
+        runs = {"no record (practice)": (base, None)}
+        for round_ in range(args.rounds):
+            runs["SQLite"] = ({**base, "GLASSLLM_MODE": "course",
+                               "GLASSLLM_COURSE_SECRETS": SECRETS,
+                               "GLASSLLM_DATA_DIR": str(root / f"data{round_}")}, "course")
+            runs["PostgreSQL"] = ({**base, "GLASSLLM_MODE": "course",
+                                   "GLASSLLM_COURSE_SECRETS": SECRETS,
+                                   "GLASSLLM_COURSE_ID": f"bench{round_}",
+                                   "GLASSLLM_DATABASE_URL": pg}, f"bench{round_}")
+            for name, (env, course) in runs.items():
+                with sandbox(env, args.workers) as url:
+                    asyncio.run(load(url, root, 3.0, course))                # warm-up
+                    times = asyncio.run(load(url, root, args.seconds, course))
+                results.setdefault(name, []).append((p(times, 0.5), p(times, 0.99)))
+                print(f"round {round_ + 1}: {name}: {len(times)} checks, p50"
+                      f" {results[name][-1][0]:.1f} ms, p99 {results[name][-1][1]:.1f} ms",
+                      flush=True)
+        alone = {"SQLite": store_alone(None, root / "alone", 20),
+                 "PostgreSQL": store_alone(pg, root, 20)}
+    print(f"\nthe record alone, {CLIENTS} threads x 20 submissions (2 workers hold at most"
+          " 2 x 8 of them at once):")
+    for name, times in alone.items():
+        print(f"  {name:12} p50 {p(times, 0.5):6.1f} ms  p99 {p(times, 0.99):6.1f} ms")
+    base_p99 = statistics.median(r[1] for r in results["no record (practice)"])
+    print(f"load average now: {os.getloadavg()[0]:.1f} on {os.cpu_count()} CPUs")
+    print(f"\n{CLIENTS} clients (a check every {sum(THINK) / 2:.0f} s each), {args.workers}"
+          f" workers, {args.seconds:.0f} s per run, median of {args.rounds} rounds")
+    print(f"{'sandbox':24} {'p50 ms':>8} {'p99 ms':>8} {'p99 added':>10}")
+    for name, rows in results.items():
+        p50 = statistics.median(r[0] for r in rows)
+        p99 = statistics.median(r[1] for r in rows)
+        print(f"{name:24} {p50:8.1f} {p99:8.1f} {p99 - base_p99:+10.1f}")
+
+
+if __name__ == "__main__":
+    main()

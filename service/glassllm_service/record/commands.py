@@ -1,0 +1,161 @@
+"""The record's commands (``glassllm-sandbox COMMAND``), run by the instructor where the
+course's settings are (the same GLASSLLM_* variables as the sandbox: the database URL, the
+course secrets):
+
+- ``roster students.csv``: enrol the roster (CSV with a header: ``student_id`` or
+  ``student``, and ``display_name`` or ``name``) and print one token per student as CSV
+  (``student_id,display_name,token,expires``) to hand out;
+- ``token ID [--instructor]``: one token (an instructor's for the gradebook);
+- ``revoke ID``: refuse every token the student holds, print a new one;
+- ``forget ID``: delete the student's attempts and hints, and their name;
+- ``export [--json]``: the gradebook to standard output;
+- ``migrate``: apply the database's migrations and stop (a Kubernetes Job, a deploy step);
+- ``prune``: delete what is older than GLASSLLM_RECORD_RETENTION_DAYS;
+- ``secret``: print a new ``kid=secret`` pair for GLASSLLM_COURSE_SECRETS.
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import datetime as dt
+import secrets
+import sys
+
+COMMANDS = ("roster", "token", "revoke", "forget", "export", "migrate", "prune", "secret")
+
+
+def _fail(message: str) -> SystemExit:
+    return SystemExit(f"glassllm-sandbox: {message}")
+
+
+def _settings():
+    from glassllm_service.settings import Settings, SettingsError
+    try:
+        return Settings()
+    except SettingsError as exc:
+        raise _fail(str(exc)) from None
+
+
+def _course(settings):
+    if settings.mode != "course":
+        raise _fail("the record is course mode's: set GLASSLLM_MODE=course (docs/record.md)")
+
+
+def _keyring(settings):
+    from glassllm_service.record.setup import keyring_of
+    keyring = keyring_of(settings)
+    if keyring is None:
+        raise _fail("tokens need GLASSLLM_COURSE_SECRETS (kid=secret; make one with"
+                    " glassllm-sandbox secret)")
+    return keyring
+
+
+def read_roster(path: str) -> list[tuple[str, str | None]]:
+    """(student id, display name) of every row; SystemExit naming the row and the rule."""
+    from glassllm_service.record.tokens import SUB
+    try:
+        with open(path, newline="", encoding="utf-8-sig") as f:
+            rows = list(csv.DictReader(f))
+            fields = [h.strip().lower() for h in (rows[0].keys() if rows else [])]
+    except (OSError, UnicodeDecodeError, csv.Error) as exc:
+        raise _fail(f"{path}: {exc}") from None
+    id_col = next((h for h in ("student_id", "student", "id") if h in fields), None)
+    name_col = next((h for h in ("display_name", "name") if h in fields), None)
+    if id_col is None:
+        raise _fail(f"{path}: the header must name a student_id column (and display_name)")
+    out, seen = [], set()
+    for line, row in enumerate(rows, start=2):
+        row = {(k or "").strip().lower(): (v or "").strip() for k, v in row.items()}
+        sid, name = row.get(id_col, ""), row.get(name_col or "", "") or None
+        if not SUB.fullmatch(sid):
+            raise _fail(f"{path}:{line}: student id {sid[:40]!r}: 1 to 128 letters, digits"
+                        " and . _ @ + -, starting with a letter or digit")
+        if sid in seen:
+            raise _fail(f"{path}:{line}: student id {sid!r} is listed twice")
+        if name is not None and len(name) > 200:
+            raise _fail(f"{path}:{line}: the display name is longer than 200 characters")
+        seen.add(sid)
+        out.append((sid, name))
+    return out
+
+
+def _expiry(exp: int) -> str:
+    return dt.datetime.fromtimestamp(exp, dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def _print_tokens(keyring, settings, rows, gens, role="student") -> None:
+    w = csv.writer(sys.stdout, lineterminator="\n")
+    w.writerow(["student_id", "display_name", "role", "token", "expires"])
+    for sid, name in rows:
+        token = keyring.issue(sid, role, days=settings.token_days, gen=gens[sid])
+        w.writerow([sid, name or "", role, token, _expiry(keyring.verify(token).exp)])
+
+
+def main(argv: list[str]) -> None:
+    parser = argparse.ArgumentParser(prog="glassllm-sandbox", description=__doc__,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    sub = parser.add_subparsers(dest="command", required=True)
+    sub.add_parser("roster", help="tokens for a roster CSV").add_argument("csv")
+    tok = sub.add_parser("token", help="one token")
+    tok.add_argument("student")
+    tok.add_argument("--name", default=None)
+    tok.add_argument("--instructor", action="store_true")
+    sub.add_parser("revoke", help="refuse a student's tokens").add_argument("student")
+    sub.add_parser("forget", help="delete a student's attempts").add_argument("student")
+    sub.add_parser("export", help="the gradebook (CSV)").add_argument("--json",
+                                                                      action="store_true")
+    sub.add_parser("migrate", help="apply the database's migrations")
+    sub.add_parser("prune", help="delete attempts past the retention")
+    sub.add_parser("secret", help="a new kid=secret pair")
+    args = parser.parse_args(argv)
+    if args.command == "secret":
+        kid = dt.datetime.now(dt.UTC).strftime("k%Y%m%d")
+        print(f"{kid}={secrets.token_urlsafe(32)}")
+        return
+    settings = _settings()
+    _course(settings)
+    from glassllm_service.record.setup import open_record
+    try:
+        record = open_record(settings)
+    except Exception as exc:          # the database unreachable, a URL wrong: one line
+        raise _fail(f"the record's database: {type(exc).__name__}: {exc}") from None
+    if args.command == "migrate":
+        print(f"record: migrated ({'PostgreSQL' if settings.database_url else 'SQLite'})")
+    elif args.command == "prune":
+        n = record.prune(settings.record_retention_days)
+        print(f"record: {n} attempts older than {settings.record_retention_days} days deleted")
+    elif args.command == "forget":
+        n = record.forget(args.student)
+        print(f"record: {args.student}: {n} attempts, their hints and name deleted; their"
+              " tokens are refused from now on")
+    elif args.command == "export":
+        _export(record, settings, args.json)
+    elif args.command == "roster":
+        keyring, rows = _keyring(settings), read_roster(args.csv)
+        _print_tokens(keyring, settings, rows, record.enrol(rows))
+    elif args.command == "token":
+        keyring = _keyring(settings)
+        # an instructor signs in but is no student: not in the roster nor the gradebook
+        gens = ({args.student: record.generation(args.student)} if args.instructor
+                else record.enrol([(args.student, args.name)]))
+        _print_tokens(keyring, settings, [(args.student, args.name)], gens,
+                      "instructor" if args.instructor else "student")
+    elif args.command == "revoke":
+        keyring = _keyring(settings)
+        gen = record.revoke(args.student)
+        print(f"# {args.student}: every earlier token refused; the new one:", file=sys.stderr)
+        _print_tokens(keyring, settings, [(args.student, None)], {args.student: gen})
+
+
+def _export(record, settings, as_json: bool) -> None:
+    import orjson
+
+    from glassllm_service.course_state import load_catalogue
+    from glassllm_service.record import export
+    book = export.table(record.students(), record.attempts(),
+                        [ex.id for ex in load_catalogue(settings) if not ex.lesson])
+    if as_json:
+        sys.stdout.write(orjson.dumps({"course": record.course, **book}).decode() + "\n")
+    else:
+        sys.stdout.write(export.to_csv(book))
