@@ -92,7 +92,8 @@ def plain_json(report: Report) -> dict:
             "feedback": report.feedback, "seconds": round(report.seconds, 3),
             "protections_off": list(report.protections_off),
             "tests": [{"name": t.name, "score": round(t.score, 6),
-                       "max_score": round(t.max_score, 6), "passed": t.passed, "message": t.message, "table": t.table,
+                       "max_score": round(t.max_score, 6), "passed": t.passed,
+                       "message": t.message, "table": t.table,
                        "output": t.output, "answers": t.verdicts} for t in report.tests]}
 
 

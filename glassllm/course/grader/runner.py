@@ -77,8 +77,12 @@ def isolation() -> Isolation:
                    " the grader's own user (its files and the grader's are not apart)")
     netns: tuple[str, ...] = ()
     unshare = shutil.which("unshare")
-    if unshare and _runs([unshare, "-rn", "true"], user):
-        netns = (unshare, "-rn", "--")
+    # --map-current-user keeps the child's own uid inside (util-linux 2.38); -r maps it
+    # to a root of the new user namespace, which has no power outside it
+    for flags in (("--map-current-user", "-n"), ("-rn",)):
+        if unshare and _runs([unshare, *flags, "true"], user):
+            netns = (unshare, *flags, "--")
+            break
     else:
         off.append("network namespace: not permitted here (unshare -rn failed); run the"
                    " grader with its network off (docker run --network none)")
