@@ -13,7 +13,9 @@ atomically, and is always complete.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import math
+import os
 import sys
 
 from glassllm.course.exercise import ExerciseFileError
@@ -24,6 +26,7 @@ from glassllm.course.grader import (
     not_graded,
     write_results,
 )
+from glassllm.course.grader.platforms import PLATFORMS, locate
 from glassllm.course.verdict import FEEDBACK
 
 __all__ = ["add_parser", "run"]
@@ -43,10 +46,16 @@ def _seconds(text: str) -> float:
 def add_parser(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("grade", help="grade a submission offline (docs/grading.md)")
     p.set_defaults(subparser=p)
-    p.add_argument("exercise", metavar="EXERCISE", help="the exercise's TOML file")
-    p.add_argument("submission", metavar="SUBMISSION",
+    p.add_argument("exercise", metavar="EXERCISE", nargs="?",
+                   help="the exercise's TOML file")
+    p.add_argument("submission", metavar="SUBMISSION", nargs="?",
                    help="a .py or .ipynb defining the exercise's function, or a .json of"
                         " claimed arrays")
+    p.add_argument("--platform", choices=sorted(PLATFORMS), default=None,
+                   help="take the exercise, the submission, the student and the results"
+                        " file from this platform's layout (PrairieLearn's /grade,"
+                        " Gradescope's /autograder)")
+    p.add_argument("--root", default="/", help=argparse.SUPPRESS)   # tests: a fake "/"
     p.add_argument("--student", default="practice",
                    help="whose numbers (default %(default)r)")
     p.add_argument("--salt", default=None,
@@ -57,8 +66,9 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
                    help="the results' format (default %(default)s)")
     p.add_argument("--results", default=None,
                    help="write the results to this file, atomically (default: stdout)")
-    p.add_argument("--time-limit", type=_seconds, default=DEFAULT_BUDGET,
-                   help="seconds for the student's code in all (default %(default)s)")
+    p.add_argument("--time-limit", type=_seconds, default=None,
+                   help="seconds for the student's code in all (default:"
+                        f" $GLASSLLM_GRADE_SECONDS, else {DEFAULT_BUDGET:g})")
     p.add_argument("--feedback", choices=FEEDBACK, default=None,
                    help="what a wrong answer is told (default: the exercise's)")
 
@@ -71,6 +81,23 @@ def _emit(text: str, results: str | None) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    if args.time_limit is None:
+        try:
+            args.time_limit = _seconds(os.environ.get("GLASSLLM_GRADE_SECONDS")
+                                       or str(DEFAULT_BUDGET))
+        except argparse.ArgumentTypeError as exc:
+            args.subparser.error(f"GLASSLLM_GRADE_SECONDS {exc}")
+    if args.platform is not None:
+        found = locate(args.platform, args.root)
+        args.exercise = args.exercise or found["exercise"]
+        args.submission = args.submission or found["submission"]
+        args.results = args.results or found["results"]
+        args.format = found["format"]
+        args.student = found["student"] if args.student == "practice" else args.student
+        with contextlib.suppress(OSError):     # the student's user may not read it
+            os.chmod(args.exercise, 0o600)
+    elif args.exercise is None or args.submission is None:
+        args.subparser.error("give EXERCISE and SUBMISSION, or --platform")
     try:
         report = grade_submission(args.exercise, args.submission, args.student, args.salt,
                                   args.time_limit, args.feedback)
