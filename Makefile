@@ -68,8 +68,14 @@ $(CHROMIUM):
 	$(VPY) tools/client_generators.py install
 	touch $@
 
+# otter-grader (PyPI, pinned in tools/otter_grader.py) in .tools/otter: the test that runs
+# the real `otter run` on a notebook graded by `glassllm grade` (docs/grading.md)
+.tools/.stamp-otter: tools/otter_grader.py | $(VPY)
+	$(VPY) tools/otter_grader.py install
+	touch $@
+
 # pytest's summary stays the last line CI reads.
-test: $(VENV)/.stamp-test .tools/.stamp-generators | $(CHROMIUM)
+test: $(VENV)/.stamp-test .tools/.stamp-generators .tools/.stamp-otter | $(CHROMIUM)
 	$(VPY) -m pytest -q
 
 lint: $(VENV)/.stamp-test
