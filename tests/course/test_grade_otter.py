@@ -16,7 +16,7 @@ import pytest
 from paths import ROOT
 
 sys.path.insert(0, str(ROOT / "tools"))
-import otter_grader  # noqa: E402
+import otter_grader
 
 EXERCISE = ROOT / "examples" / "softmax-backward.toml"
 CHECK = (">>> import glob, json, subprocess\n"
