@@ -206,3 +206,28 @@ def test_grading_with_the_network_off_gives_the_same_results(tmp_path):
         runs.append(report)
     assert runs[0] == runs[1]
     assert runs[0]["score"] == 5.0
+
+
+def test_a_flood_of_output_is_kept_to_64_kb_per_case(tmp_path):
+    report = grade(tmp_path, RIGHT.replace("    return dx", "    print('x' * 300_000)\n"
+                                           "    return dx"))
+    assert report.score == 10.0
+    for t in report.tests:
+        assert runner.OUTPUT_PER_CASE <= len(t.output.encode()) < runner.OUTPUT_PER_CASE + 200
+        assert "bytes left out" in t.output
+
+
+def test_a_kind_registers_itself_without_editing_the_grader(tmp_path, monkeypatch):
+    """The registry a new kind of exercise (mystery mode's) plugs into."""
+    from glassllm.course.grader import KINDS, TestResult, register
+
+    seen = []
+
+    def grade_kind(job):
+        seen.append((job.exercise.id, job.student, job.budget))
+        return [TestResult("it", 1.0, 1.0, "it: right")]
+
+    monkeypatch.setitem(KINDS, "function", KINDS["function"])
+    assert register("function", grade_kind) is grade_kind
+    report = grade(tmp_path, RIGHT)
+    assert seen == [("rmsnorm-backward", "ada", 10.0)] and report.score == 1.0

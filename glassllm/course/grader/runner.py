@@ -12,6 +12,7 @@ the time left, shared among them.
 
 from __future__ import annotations
 
+import atexit
 import contextlib
 import ctypes
 import functools
@@ -69,8 +70,8 @@ def isolation() -> Isolation:
     user = NOBODY if os.geteuid() == 0 else None
     python = _python_for(user) if user is not None else os.path.realpath(sys.executable)
     if python is None:
-        off.append(f"separate user: no Python {_VERSION} that an unprivileged user may run"
-                   " (the grader's is under a private directory)")
+        off.append(f"separate user: no Python {_VERSION} with NumPy that an unprivileged"
+                   " user may run (the grader's is under a private directory)")
         user, python = None, os.path.realpath(sys.executable)
     elif user is None:
         off.append("separate user: the grader is not root, so the student's code runs as"
@@ -103,11 +104,14 @@ def _runs(argv: list[str], user: int | None, says: str | None = None) -> bool:
 
 
 def _python_for(user: int) -> str | None:
-    probe = "import sys; print('%d.%d' % sys.version_info[:2])"
+    """An interpreter `user` may run, of the grader's version, importing NumPy from
+    `_numpy_dir` (a checkout under a private directory is not readable by it)."""
+    probe = ("import sys; sys.path.append(sys.argv[1]); import numpy;"
+             " print('%d.%d' % sys.version_info[:2])")
     for python in (os.path.realpath(sys.executable), f"/usr/local/bin/python{_VERSION}",
                    f"/usr/bin/python{_VERSION}"):
-        if os.path.exists(python) and _runs([python, "-I", "-S", "-c", probe], user,
-                                            _VERSION):
+        if os.path.exists(python) and _runs([python, "-I", "-S", "-c", probe, _numpy_dir()],
+                                            user, _VERSION):
             return python
     return None
 
@@ -118,6 +122,7 @@ def _numpy_dir() -> str:
     child imports NumPy and nothing else of the grader's environment."""
     site = Path(np.__file__).resolve().parent.parent
     target = Path(tempfile.mkdtemp(prefix="glassllm-numpy-"))
+    atexit.register(shutil.rmtree, target, True)
     for name in ("numpy", "numpy.libs"):
         if (site / name).exists():
             (target / name).symlink_to(site / name)
@@ -129,17 +134,17 @@ def _numpy_dir() -> str:
 def _not_dumpable():
     """While the child runs, the grader's /proc entries (environ, fds, memory, cwd) are
     closed to processes of its own user: the same-user case, when not root."""
-    libc = None
-    with contextlib.suppress(OSError, AttributeError):
-        libc = ctypes.CDLL(None, use_errno=True)
+    prctl = None
+    with contextlib.suppress(OSError, AttributeError):      # Linux only
+        prctl = ctypes.CDLL(None, use_errno=True).prctl
     pr_set_dumpable = 4
-    if libc is not None:
-        libc.prctl(pr_set_dumpable, 0, 0, 0, 0)
+    if prctl is not None:
+        prctl(pr_set_dumpable, 0, 0, 0, 0)
     try:
         yield
     finally:
-        if libc is not None:
-            libc.prctl(pr_set_dumpable, 1, 0, 0, 0)
+        if prctl is not None:
+            prctl(pr_set_dumpable, 1, 0, 0, 0)
 
 
 def _limits(seconds: float) -> dict[str, int]:
