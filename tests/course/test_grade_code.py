@@ -108,6 +108,13 @@ def test_each_failure_kind_costs_its_cases_with_a_clear_message(tmp_path, kind):
     assert_complete(report, tmp_path)
 
 
+def test_claimed_arrays_for_a_function_exercise_are_refused_in_words(tmp_path):
+    report = grade(tmp_path, "{}", name="answers.json")
+    assert report.score == 0 and all(
+        "takes a .py file or a notebook defining rms_norm_backward(x, weight, g) ->"
+        " (dx, dweight)" in t.message for t in report.tests)
+
+
 def test_an_infinite_loop_on_every_case_ends_within_the_budget(tmp_path):
     started = time.monotonic()
     report = grade(tmp_path, "def rms_norm_backward(x, weight, g):\n    while True:\n"

@@ -120,6 +120,9 @@ def grade_function(job: Job) -> list[TestResult]:
     per_answer = ex.points / (len(fn.returns) * (1 + len(fn.cases)))
     inputs = case_inputs(ex, job.student, job.salt)
     try:
+        if job.submission.suffix == ".json":
+            raise SubmissionError(f"{job.submission.name}: this exercise takes a .py file or"
+                                  f" a notebook defining {fn.signature}, not claimed arrays")
         code, notebook = code_chunks(job.submission)
     except SubmissionError as exc:
         return [_failed(name, per_answer * len(fn.returns), f"0 points: {exc}")
