@@ -35,6 +35,8 @@ def _limit(limits: dict) -> None:
 
 
 def _say(line: str) -> None:
+    if len(line) > 65536:           # an exception's message may be huge: the start of it
+        line = line[:65536]
     with contextlib.suppress(OSError):
         os.write(EVENTS, (line + "\n").encode("utf-8", "replace"))
 

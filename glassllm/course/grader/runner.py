@@ -39,6 +39,7 @@ MEMORY = 1 << 30                   # address space of the child, bytes
 FILE_SIZE = 64 << 20               # largest file it may write (its answers), bytes
 OPEN_FILES = 64
 START_SHARE = 2.0                  # seconds the interpreter's start may take before case 0
+EVENT_BYTES = 8 << 20              # the most read from the event pipe: a case's line is ≤ 64 KB
 
 
 @dataclass
@@ -224,7 +225,7 @@ def _watch(child: subprocess.Popen, events_r: int, first: int, n: int,
     deadline = start + left
     case_deadline = start + min(left, left / (n - first) + START_SHARE)
     events: list[tuple[str, int | None, str]] = []
-    buffer = b""
+    buffer, read = b"", 0
     while True:
         now = time.monotonic()
         wait = min(deadline, case_deadline) - now
@@ -243,7 +244,8 @@ def _watch(child: subprocess.Popen, events_r: int, first: int, n: int,
                 time.sleep(0.005)
             return events
         buffer += chunk
-        if len(buffer) > 1 << 20:          # a flood on the event pipe: not the harness
+        read += len(chunk)
+        if read > EVENT_BYTES:             # a flood on the event pipe: not the harness
             events.append(("flood", None, ""))
             return events
         *lines, buffer = buffer.split(b"\n")
