@@ -149,7 +149,9 @@ def _not_dumpable():
 
 
 def _limits(seconds: float) -> dict[str, int]:
-    return {"CPU": max(1, int(seconds) + 1), "AS": MEMORY, "NPROC": 0,
+    # CPU time is a backstop: the wall clock ends a loop first (one thread: CPU ≤ wall),
+    # so a loop is always told as a loop, not as a killed process
+    return {"CPU": int(seconds) + 5, "AS": MEMORY, "NPROC": 0,
             "FSIZE": FILE_SIZE, "NOFILE": OPEN_FILES}
 
 
