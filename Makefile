@@ -33,6 +33,7 @@ help:
 	@echo "make load   a class at once: bench/load.py (Locust, about 4 minutes)"
 	@echo "make mutation  mutation testing (mutmut, ~30 min on 2 cores; not part of make test)"
 	@echo "make docker / docker-test / docker-save / lock   the course image (docs/deploy.md)"
+	@echo "make gradescope-autograder [EXERCISE=...]   Gradescope's autograder zip (docs/grading.md)"
 
 $(VPY):
 	@test -n "$(PYTHON)" || { echo "error: Python >= 3.11 not found on PATH"; exit 1; }
@@ -77,8 +78,14 @@ $(POSTGRES):
 	$(VPY) tools/client_generators.py install
 	touch $@
 
+# otter-grader (PyPI, pinned in tools/otter_grader.py) in .tools/otter: the test that runs
+# the real `otter run` on a notebook graded by `glassllm grade` (docs/grading.md)
+.tools/.stamp-otter: tools/otter_grader.py | $(VPY)
+	$(VPY) tools/otter_grader.py install
+	touch $@
+
 # pytest's summary stays the last line CI reads.
-test: $(VENV)/.stamp-test .tools/.stamp-generators | $(CHROMIUM) $(POSTGRES)
+test: $(VENV)/.stamp-test .tools/.stamp-generators .tools/.stamp-otter | $(CHROMIUM) $(POSTGRES)
 	$(VPY) -m pytest -q
 
 lint: $(VENV)/.stamp-test
@@ -115,19 +122,27 @@ clean:
 #   make docker-test  install/start the engine if needed, build, check the real container
 #   make docker-save  the image as dist/glassllm-image.tar.gz, for `docker load` offline
 #   make lock         rewrite requirements/*.lock (hashes) from pyproject.toml
+#   make gradescope-autograder   Gradescope's autograder zip (docs/grading.md)
 IMAGE ?= glassllm:latest
 # --unsafe-package=glassllm: the test extra names glassllm[service,train]; the lock must
 # not pin the working tree itself (make test installs it with `pip install --no-deps -e .`)
 PIP_COMPILE := $(VENV)/bin/pip-compile -q --generate-hashes --strip-extras \
 	--unsafe-package=glassllm --no-emit-index-url --no-emit-find-links
 
-.PHONY: docker docker-test docker-save lock
+.PHONY: docker docker-test docker-save lock gradescope-autograder
 
 docker:
 	sh docker/build.sh $(IMAGE)
 
 docker-test: $(VENV)/.stamp-test
 	sh docker/test.sh $(VPY) $(IMAGE)
+
+# Gradescope's autograder zip for one exercise file (docs/grading.md):
+#   make gradescope-autograder [EXERCISE=course/rmsnorm-backward.toml]
+#   → dist/gradescope-autograder.zip (setup.sh, run_autograder, the exercise, wheels)
+EXERCISE ?= examples/softmax-backward.toml
+gradescope-autograder: $(VENV)/.stamp-service
+	sh docker/grader/zip.sh $(VPY) $(EXERCISE)
 
 docker-save:
 	sh docker/save.sh $(IMAGE)

@@ -3,8 +3,9 @@
 #
 # Installs Debian's Docker engine and compose when they are missing, starts dockerd when none answers
 # (and stops that one, by its PID, on the way out), builds with docker/build.sh, then
-# runs docker/smoke.py (the image, locked down) and docker/compose_smoke.py (the course
-# deployment, deploy/compose.yaml) with the given Python (they need httpx). Fails loudly.
+# runs docker/smoke.py (the image, locked down), docker/compose_smoke.py (the course
+# deployment, deploy/compose.yaml) and docker/grader/test.sh (the PrairieLearn and
+# Gradescope grader images) with the given Python (httpx, jsonschema). Fails loudly.
 #
 #   sh docker/test.sh PYTHON [TAG]
 set -eu
@@ -63,4 +64,5 @@ sh "$here/build.sh" "$tag"
 "$python" "$here/smoke.py" --image "$tag" --docker "$DOCKER"
 base=$($DOCKER image inspect -f '{{index .Config.Labels "org.opencontainers.image.base.name"}}' "$tag")
 "$python" "$here/compose_smoke.py" --base "$base" --image "$tag"
+sh "$here/grader/test.sh" "$python" "$tag"
 echo "docker-test: total $(( $(date +%s) - t0 )) s"

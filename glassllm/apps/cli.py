@@ -1,4 +1,5 @@
-"""``glassllm`` command line: ``glassllm train`` and ``glassllm generate``.
+"""``glassllm`` command line: ``glassllm train``, ``glassllm generate``, ``glassllm exercises
+check`` and ``glassllm grade`` (docs/grading.md).
 
     glassllm train [TEXT_FILE] [--steps 300] [--out glassllm.npz] [--seed 0] ...
     glassllm generate --checkpoint glassllm.npz --prompt "The " [--temperature 0.8]
@@ -189,6 +190,10 @@ def _build_parser() -> argparse.ArgumentParser:
                    " sandbox does at startup, each error naming the file, field and rule")
     e.add_argument("paths", nargs="*", metavar="PATH",
                    help="*.toml files or directories of them (default: the shipped ones)")
+
+    from glassllm.course.grader import command as grade_command
+
+    grade_command.add_parser(sub)
 
     g = sub.add_parser("generate", help="sample text from a checkpoint")
     g.set_defaults(subparser=g)
@@ -480,6 +485,10 @@ def _main(argv: list[str] | None) -> int:
     try:
         if args.command == "exercises":
             return _check_exercises(args.paths)
+        if args.command == "grade":
+            from glassllm.course.grader import command as grade_command
+
+            return grade_command.run(args)
         return _train(args) if args.command == "train" else _generate(args)
     except _UsageError as exc:
         args.subparser.error(str(exc))  # usage + "glassllm train: error: ...", exit 2

@@ -1,0 +1,126 @@
+"""The two grader images run for real, each with ``--network none``, on a right, a wrong,
+a crashing, a looping and a cheating submission (docker/grader/test.sh builds them).
+
+    python docker/grader/smoke.py --prairielearn IMAGE --gradescope IMAGE [--docker docker]
+
+Each run's results file is read where the platform reads it and checked: valid against
+the platform's schema (docs/schemas/), complete (every case a test), the score the
+submission deserves, and the reason in words. The loop runs with a 4 s budget
+(GLASSLLM_GRADE_SECONDS) so the check stays quick.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import jsonschema
+
+ROOT = Path(__file__).resolve().parents[2]
+EXERCISE = ROOT / "examples" / "softmax-backward.toml"
+RIGHT = (ROOT / "examples" / "student_softmax.py").read_text()
+SUBMISSIONS = {   # name: (source, fraction of the points, words every failed test says)
+    "right": (RIGHT, 1.0, ""),
+    "wrong": (RIGHT.replace("return s * (g - (g * s).sum(axis=-1, keepdims=True))",
+                            "return -s * (g - (g * s).sum(axis=-1, keepdims=True))"),
+              0.0, "right but for the sign"),
+    "crashing": ("import os\ndef softmax_backward(x, g):\n    os.abort()\n", 0.0,
+                 "the process ended in the middle of this case"),
+    "looping": ("def softmax_backward(x, g):\n    while True:\n        pass\n", 0.0,
+                "did not finish"),
+    "cheating": ('''
+import glob, json, os
+import numpy as np
+def softmax_backward(x, g):
+    for path in glob.glob("/grade/tests/*") + glob.glob("/autograder/source/*.toml"):
+        try:
+            open(path).read()
+            print("read", path)
+        except OSError as exc:
+            print("denied", type(exc).__name__)
+    for path in ("/grade/results/results.json", "/autograder/results/results.json"):
+        try:
+            with open(path, "w") as f:
+                f.write(json.dumps({"score": 1.0, "max_score": 8.0}))
+        except OSError as exc:
+            print("denied", type(exc).__name__)
+    print(json.dumps({"score": 1.0, "gradable": True, "tests": []}))
+    try:
+        import glassllm
+    except ImportError as exc:
+        print("denied", type(exc).__name__)
+    return np.zeros_like(x)
+''', 0.0, ""),
+}
+
+
+def _schema(name: str) -> dict:
+    return json.loads((ROOT / "docs" / "schemas" / f"{name}-results.schema.json").read_text())
+
+
+def _run(docker: str, image: str, platform: str, source: str, loop: bool) -> tuple[dict, float]:
+    with tempfile.TemporaryDirectory() as tmp:
+        home = Path(tmp)
+        env = ["-e", "GLASSLLM_GRADE_SECONDS=4"] if loop else []
+        if platform == "prairielearn":
+            for sub in ("tests", "student", "data", "results"):
+                (home / "grade" / sub).mkdir(parents=True)
+            (home / "grade/tests/softmax-backward.toml").write_text(EXERCISE.read_text())
+            (home / "grade/student/answer.py").write_text(source)
+            (home / "grade/data/data.json").write_text(json.dumps({"params": {
+                "student": "ada"}, "variant_seed": 1}))
+            mounts = ["-v", f"{home / 'grade'}:/grade"]
+            out = home / "grade/results/results.json"
+        else:
+            for sub in ("submission", "results"):
+                (home / sub).mkdir()
+            (home / "submission/answer.py").write_text(source)
+            (home / "metadata.json").write_text(json.dumps({"users": [{"email": "ada@x"}]}))
+            mounts = ["-v", f"{home / 'submission'}:/autograder/submission",
+                      "-v", f"{home / 'results'}:/autograder/results",
+                      "-v", f"{home / 'metadata.json'}:/autograder/submission_metadata.json"]
+            out = home / "results/results.json"
+        start = time.monotonic()
+        done = subprocess.run([docker, "run", "--rm", "--network", "none", *env, *mounts,
+                               image], capture_output=True, text=True, timeout=120)
+        took = time.monotonic() - start
+        if done.returncode != 0:
+            raise SystemExit(f"{platform}: the grader exited {done.returncode}:\n"
+                             f"{done.stdout}{done.stderr}")
+        return json.loads(out.read_text()), took
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--prairielearn", required=True)
+    parser.add_argument("--gradescope", required=True)
+    parser.add_argument("--docker", default="docker")
+    args = parser.parse_args()
+    failures = []
+    for platform, image in (("prairielearn", args.prairielearn),
+                            ("gradescope", args.gradescope)):
+        for name, (source, fraction, words) in SUBMISSIONS.items():
+            results, took = _run(args.docker, image, platform, source, name == "looping")
+            jsonschema.validate(results, _schema(platform))
+            score = results["score"] if platform == "prairielearn" else \
+                results["score"] / results["max_score"]
+            texts = [t.get("message", "") + t.get("output", "") for t in results["tests"]]
+            ok = (len(results["tests"]) == 5 and abs(score - fraction) < 1e-9
+                  and all(words in t for t in texts)
+                  and (name != "cheating" or all("denied" in t for t in texts)))
+            print(f"{platform:12} {name:9} score {score:.2f} (want {fraction:.2f})"
+                  f" {took:5.1f} s  {'ok' if ok else 'FAILED'}")
+            if not ok:
+                failures.append(f"{platform} {name}: {json.dumps(results)[:2000]}")
+    if failures:
+        print("\n".join(failures), file=sys.stderr)
+        raise SystemExit(1)
+
+
+if __name__ == "__main__":
+    main()
