@@ -1,6 +1,7 @@
 // Sharing a case: the permalink (the whole case in the URL fragment), copy as Python (a
 // glassllm script that reproduces it offline) and copy as curl (the request itself).
 
+import { appURL } from "./base.js";
 import { setMode, showOp, showVariables } from "./case.js";
 import { restoreCheck } from "./checkmodes.js";
 import { clearMessages, currentRequest } from "./run.js";
@@ -78,7 +79,7 @@ export function copyPython() {
 export function copyCurl() {
   clearMessages();
   const req = currentRequest();
-  if (req) showCopy("curl", curl(location.origin + req.url, req.body));
+  if (req) showCopy("curl", curl(appURL(req.url), req.body));
 }
 
 export function copyLink() {
