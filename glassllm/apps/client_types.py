@@ -1,0 +1,74 @@
+"""What the client hands a notebook and what it refuses before any request.
+
+- `CheckReport`: ``Sandbox.check``'s answer, still the dict it always was, drawn in a
+  notebook as the per-element verdict of the value and of each gradient (glassllm.display).
+- `result_picture`, `client_repr`: a ``Result`` and a ``Sandbox`` as a notebook shows them.
+- `require`: a wrong type of argument is the caller's mistake, found on this side: a
+  ``TypeError`` naming the argument and what it takes, not a 422 after a round trip (or,
+  worse, a string iterated as a list of names).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import numpy as np
+
+
+class CheckReport(dict):
+    """``{"passed", "value": report, "grads": {name: report}, "warnings"}`` (a dict), with
+    a notebook picture: per element of each checked array, right or wrong, and the
+    pattern of the mistake when the check was by digits."""
+
+    def _repr_mimebundle_(self, include: Any = None, exclude: Any = None) -> dict[str, str]:
+        from glassllm import display
+        return display.check_bundle(self)
+
+    def _repr_pretty_(self, p: Any, cycle: bool) -> None:
+        """IPython's text form: the verdicts in words (``repr()`` stays the dict's)."""
+        from glassllm import display
+        p.text(display.check_bundle(self)["text/plain"])
+
+
+def result_picture(result: Any, include: Any = None, exclude: Any = None) -> dict[str, str]:
+    """A client ``Result`` in a notebook: value and gradient heatmaps, an expression's
+    graph with every node's value and gradient (the ``_repr_mimebundle_`` of ``Result``)."""
+    from glassllm import display
+    return display.result_bundle(result.value, result.grads, result.raw, result.warnings)
+
+
+def client_repr(client: Any) -> str:
+    """``Sandbox('http://127.0.0.1:8000', token=…, timeout=30)``: where it talks to, and
+    whether it sends a token (never the token itself)."""
+    auth = ", token=…" if "Authorization" in client.headers else ""
+    return f"{type(client).__name__}({client.url!r}{auth}, timeout={client.timeout:g})"
+
+
+def require(name: str, value: Any, kind: str, optional: bool = True) -> None:
+    """TypeError unless `value` is of `kind` (or None, when `optional`).
+
+    Kinds: ``"str"``; ``"mapping"`` (input or variable name → value); ``"names"`` (a list
+    or tuple of strings, never a bare string); ``"array"`` (a number, a nested list, a
+    NumPy array or anything with ``__array__``); ``"bool"``; ``"int"`` and ``"number"`` (not
+    a bool)."""
+    if value is None and optional:
+        return
+    ok = {
+        "str": lambda v: isinstance(v, str),
+        "mapping": lambda v: isinstance(v, Mapping) and all(isinstance(k, str) for k in v),
+        "names": lambda v: (isinstance(v, Sequence) and not isinstance(v, str | bytes)
+                            and all(isinstance(k, str) for k in v)),
+        "array": lambda v: ((isinstance(v, int | float | list | tuple | np.ndarray | np.generic)
+                            and not isinstance(v, bool)) or hasattr(v, "__array__")),
+        "bool": lambda v: isinstance(v, bool | np.bool_),
+        "int": lambda v: isinstance(v, int | np.integer) and not isinstance(v, bool),
+        "number": lambda v: isinstance(v, int | float | np.number) and not isinstance(v, bool),
+    }[kind]
+    if not ok(value):
+        what = {"str": "a string", "mapping": "a dict of name -> value with string names",
+                "names": "a list of names (strings), not a single string",
+                "array": "a number, a nested list or a NumPy array",
+                "bool": "True or False", "int": "an integer", "number": "a number"}[kind]
+        raise TypeError(f"{name} must be {what}, got {type(value).__name__}: "
+                        f"{str(value)[:80]!r}")
