@@ -208,20 +208,14 @@ class Tensor:
         return self._backward is None
 
     def __repr__(self) -> str:
-        # prefix: the rows of a matrix line up under the first, as NumPy's own repr
         body = np.array2string(self.data, separator=", ", precision=6, threshold=64,
-                               prefix="Tensor(")
-        extra = ""
-        if self.requires_grad:
-            extra += ", requires_grad=True"
-        if self._op:
-            extra += f", op={self._op!r}"
+                               prefix="Tensor(")   # rows line up, as in NumPy's repr
+        extra = ", requires_grad=True" if self.requires_grad else ""
+        extra += f", op={self._op!r}" if self._op else ""
         return f"Tensor({body}{extra})"
 
     def _repr_mimebundle_(self, include: Any = None, exclude: Any = None) -> dict[str, str]:
-        """A notebook's picture: the graph below this tensor with data and grad on every
-        node, or its data as a heatmap (glassllm.display, imported only when asked)."""
-        from glassllm import display
+        from glassllm.apps import display  # a notebook's picture, when one asks
         return display.tensor_bundle(self)
 
     def __array__(self, dtype: Any = None, copy: Any = None) -> np.ndarray:

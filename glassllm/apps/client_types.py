@@ -22,19 +22,19 @@ class CheckReport(dict):
     pattern of the mistake when the check was by digits."""
 
     def _repr_mimebundle_(self, include: Any = None, exclude: Any = None) -> dict[str, str]:
-        from glassllm import display
+        from glassllm.apps import display
         return display.check_bundle(self)
 
     def _repr_pretty_(self, p: Any, cycle: bool) -> None:
         """IPython's text form: the verdicts in words (``repr()`` stays the dict's)."""
-        from glassllm import display
+        from glassllm.apps import display
         p.text(display.check_bundle(self)["text/plain"])
 
 
 def result_picture(result: Any, include: Any = None, exclude: Any = None) -> dict[str, str]:
     """A client ``Result`` in a notebook: value and gradient heatmaps, an expression's
     graph with every node's value and gradient (the ``_repr_mimebundle_`` of ``Result``)."""
-    from glassllm import display
+    from glassllm.apps import display
     return display.result_bundle(result.value, result.grads, result.raw, result.warnings)
 
 

@@ -124,7 +124,7 @@ class Submitted:
     def _repr_mimebundle_(self, include: Any = None, exclude: Any = None) -> dict[str, str]:
         """In a notebook: the score, and per answer which elements agree (and to how many
         digits) and the pattern of a mistake (glassllm.display); Markdown too."""
-        from glassllm import display
+        from glassllm.apps import display
         return {**display.submitted_bundle(self.passed, self.score, self.points, self.answers,
                                            self.missing), "text/markdown": self._repr_markdown_()}
 

@@ -14,7 +14,7 @@ import numpy as np
 import pytest
 from paths import ROOT
 
-from glassllm import Tensor, display
+from glassllm import Tensor, display  # glassllm.display: glassllm.apps.display
 from glassllm import autograd as A
 
 sys.path.insert(0, str(ROOT / "bench"))
