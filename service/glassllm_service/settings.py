@@ -174,6 +174,12 @@ class Settings(StrictSettings):
     """The shipped example exercises: 1 served, 0 not; unset: served in practice mode, not
     in course mode (a course serves its own). The lessons are always served."""
 
+    wheelhouse: Path | None = None
+    """A directory of wheels (glassllm's client dependencies for the image's platform and
+    Python) served with glassllm's own wheel as a PEP 503 index at /simple/, so `pip
+    install --index-url <sandbox>/simple/ "glassllm[client]"` needs no other index
+    (docs/offline-install.md)."""
+
     @field_validator("trusted_hosts")
     @classmethod
     def _host_names(cls, value: str) -> str:
@@ -181,7 +187,7 @@ class Settings(StrictSettings):
         host_patterns(value)                  # a ValueError names the entry
         return value
 
-    @field_validator("exercises_dir")
+    @field_validator("exercises_dir", "wheelhouse")
     @classmethod
     def _a_directory(cls, value: Path | None) -> Path | None:
         if value is not None and not value.is_dir():
