@@ -78,6 +78,7 @@ from glassllm.apps.client_errors import (
 )
 from glassllm.apps.client_types import CheckReport, client_repr, require, result_picture
 from glassllm.apps.exercise_client import AsyncExerciseCalls, Exercise, ExerciseCalls, Submitted
+from glassllm.apps.torch_export import TorchCalls
 from glassllm.sandbox.wire import BASE64_DTYPES, coerce, encode_array, encode_base64, is_base64
 
 try:                    # faster JSON when present (the service extra has it); never required
@@ -228,9 +229,8 @@ def _encoding(body: dict, encoding: str | None) -> dict:
 
 def _op_body(inputs: Mapping[str, Any], requires_grad: Sequence[str] | None = None,
             grad_output: Any = None, base64_min: int = BASE64_MIN_ELEMENTS) -> dict:
-    require("inputs", inputs, "mapping", optional=False)
-    require("requires_grad", requires_grad, "names")
-    require("grad_output", grad_output, "array")
+    require(("inputs", inputs, "mapping", False), ("requires_grad", requires_grad, "names"),
+            ("grad_output", grad_output, "array"))
     body: dict = {"inputs": to_wire(dict(inputs), base64_min)}
     if requires_grad is not None:
         body["requires_grad"] = list(requires_grad)
@@ -243,9 +243,8 @@ def _eval_body(expression: str, variables: Mapping[str, Any] | None = None,
               grad_output: Any = None, check: bool | Mapping[str, Any] = False,
               base64_min: int = BASE64_MIN_ELEMENTS, paths: bool = False,
               dead: bool = False) -> dict:
-    require("expression", expression, "str", optional=False)
-    require("variables", variables, "mapping")
-    require("grad_output", grad_output, "array")
+    require(("expression", expression, "str", False), ("variables", variables, "mapping"),
+            ("grad_output", grad_output, "array"))
     body: dict = {"expression": expression}
     if variables:
         body["variables"] = to_wire(dict(variables), base64_min)
@@ -264,10 +263,9 @@ def _check_body(*, op: str | None, inputs: Mapping[str, Any] | None, expression:
                base64_min: int, digits: int | None = None) -> dict:
     if (op is None) == (expression is None):
         raise ValueError("check needs exactly one of op= (with inputs=) or expression=")
-    for name, v, kind in (("op", op, "str"), ("value", value, "array"), ("grads", grads, "mapping"),
-                          ("reveal", reveal, "bool"), ("digits", digits, "int"),
-                          ("rtol", rtol, "number"), ("atol", atol, "number")):
-        require(name, v, kind)
+    require(("op", op, "str"), ("value", value, "array"), ("grads", grads, "mapping"),
+            ("reveal", reveal, "bool"), ("digits", digits, "int"), ("rtol", rtol, "number"),
+            ("atol", atol, "number"))
     if op is not None:
         body = {"op": op, **_op_body(inputs or {}, requires_grad, grad_output, base64_min)}
     else:
@@ -289,7 +287,7 @@ def _check_body(*, op: str | None, inputs: Mapping[str, Any] | None, expression:
 
 
 def _case(case: Mapping[str, Any], base64_min: int) -> dict:
-    require("a batch's case", case, "mapping", optional=False)
+    require(("a batch's case", case, "mapping", False))
     return to_wire(dict(case), base64_min)
 
 
@@ -298,7 +296,7 @@ def _op_path(name: str) -> str:
     ``"softmax?x=1"`` must reach the sandbox as an op name (its 404 unknown_op), never as
     another route or a query. ``"."`` and ``".."`` are dot segments a URL resolver removes,
     so their dots are percent-encoded too."""
-    require("name", name, "str", optional=False)
+    require(("name", name, "str", False))
     segment = quote(name, safe="")
     if segment in (".", ".."):
         segment = segment.replace(".", "%2E")
@@ -424,7 +422,7 @@ class _Base:
         return CheckReport(answer)
 
 
-class Sandbox(ExerciseCalls, _Base):
+class Sandbox(ExerciseCalls, TorchCalls, _Base):
     """A blocking client; one httpx connection pool. Methods raise `SandboxError`s.
 
     Args:

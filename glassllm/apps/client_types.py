@@ -45,30 +45,34 @@ def client_repr(client: Any) -> str:
     return f"{type(client).__name__}({client.url!r}{auth}, timeout={client.timeout:g})"
 
 
-def require(name: str, value: Any, kind: str, optional: bool = True) -> None:
-    """TypeError unless `value` is of `kind` (or None, when `optional`).
+def require(*checks: tuple) -> None:
+    """TypeError unless each ``(name, value, kind[, optional])`` holds: `value` is of
+    `kind`, or None when `optional` (the default).
 
     Kinds: ``"str"``; ``"mapping"`` (input or variable name → value); ``"names"`` (a list
     or tuple of strings, never a bare string); ``"array"`` (a number, a nested list, a
     NumPy array or anything with ``__array__``); ``"bool"``; ``"int"`` and ``"number"`` (not
     a bool)."""
-    if value is None and optional:
-        return
-    ok = {
-        "str": lambda v: isinstance(v, str),
-        "mapping": lambda v: isinstance(v, Mapping) and all(isinstance(k, str) for k in v),
-        "names": lambda v: (isinstance(v, Sequence) and not isinstance(v, str | bytes)
-                            and all(isinstance(k, str) for k in v)),
-        "array": lambda v: ((isinstance(v, int | float | list | tuple | np.ndarray | np.generic)
-                            and not isinstance(v, bool)) or hasattr(v, "__array__")),
-        "bool": lambda v: isinstance(v, bool | np.bool_),
-        "int": lambda v: isinstance(v, int | np.integer) and not isinstance(v, bool),
-        "number": lambda v: isinstance(v, int | float | np.number) and not isinstance(v, bool),
-    }[kind]
-    if not ok(value):
-        what = {"str": "a string", "mapping": "a dict of name -> value with string names",
-                "names": "a list of names (strings), not a single string",
-                "array": "a number, a nested list or a NumPy array",
-                "bool": "True or False", "int": "an integer", "number": "a number"}[kind]
-        raise TypeError(f"{name} must be {what}, got {type(value).__name__}: "
-                        f"{str(value)[:80]!r}")
+    for name, value, kind, *rest in checks:
+        if value is None and (rest[0] if rest else True):
+            continue
+        if not KINDS[kind][0](value):
+            raise TypeError(f"{name} must be {KINDS[kind][1]}, got {type(value).__name__}: "
+                            f"{str(value)[:80]!r}")
+
+
+KINDS: dict[str, tuple[Any, str]] = {
+    "str": (lambda v: isinstance(v, str), "a string"),
+    "mapping": (lambda v: isinstance(v, Mapping) and all(isinstance(k, str) for k in v),
+                "a dict of name -> value with string names"),
+    "names": (lambda v: (isinstance(v, Sequence) and not isinstance(v, str | bytes)
+                         and all(isinstance(k, str) for k in v)),
+              "a list of names (strings), not a single string"),
+    "array": (lambda v: (isinstance(v, int | float | list | tuple | np.ndarray | np.generic)
+                         and not isinstance(v, bool)) or hasattr(v, "__array__"),
+              "a number, a nested list or a NumPy array"),
+    "bool": (lambda v: isinstance(v, bool | np.bool_), "True or False"),
+    "int": (lambda v: isinstance(v, int | np.integer) and not isinstance(v, bool), "an integer"),
+    "number": (lambda v: isinstance(v, int | float | np.number) and not isinstance(v, bool),
+               "a number"),
+}

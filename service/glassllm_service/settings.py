@@ -177,8 +177,9 @@ class Settings(StrictSettings):
     wheelhouse: Path | None = None
     """A directory of wheels (glassllm's client dependencies for the image's platform and
     Python) served with glassllm's own wheel as a PEP 503 index at /simple/, so `pip
-    install --index-url <sandbox>/simple/ "glassllm[client]"` needs no other index
-    (docs/offline-install.md)."""
+    install --index-url <sandbox>/simple/ "glassllm[client]"` needs no other index; unset:
+    the environment's share/glassllm/wheelhouse when it exists (the course image's), else
+    glassllm's wheel alone (docs/offline-install.md)."""
 
     @field_validator("trusted_hosts")
     @classmethod

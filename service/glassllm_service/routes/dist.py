@@ -28,6 +28,7 @@ import importlib.metadata
 import os
 import re
 import shutil
+import sys
 import threading
 import zipfile
 from pathlib import Path
@@ -258,9 +259,17 @@ def _sha256(path: Path, mtime_ns: int, size: int) -> str:
     return digest.hexdigest()
 
 
+def default_wheelhouse() -> Path | None:
+    """Where an installed sandbox keeps its wheelhouse when GLASSLLM_WHEELHOUSE is unset:
+    the environment's share/glassllm/wheelhouse (the course image's, docker/install.sh)."""
+    folder = Path(sys.prefix) / "share" / "glassllm" / "wheelhouse"
+    return folder if folder.is_dir() else None
+
+
 def projects(wheelhouse: Path | None) -> dict[str, dict[str, Path | None]]:
     """Normalized project → {file name → path}; glassllm's own wheel is None: built on
     first use, as /dist/ builds it."""
+    wheelhouse = wheelhouse or default_wheelhouse()
     out: dict[str, dict[str, Path | None]] = {}
     for f in sorted(wheelhouse.glob("*.whl")) if wheelhouse else ():
         m = WHEEL_FILE.match(f.name)
