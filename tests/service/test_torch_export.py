@@ -89,7 +89,7 @@ def test_every_exported_script_runs_and_every_tensor_matches(url, tmp_path):
 def test_a_wrong_number_in_the_script_is_a_mismatch(url, tmp_path):
     with Sandbox(url) as sb:
         text = sb.torch_script("softmax", {"a": [[1.0, 2.0, 3.0]]})
-    assert "glassllm = {" in text and "'grad a'" in text
+    assert "glassllm = {" in text and '"grad a"' in text
     wrong = text.replace('"value": [[', '"value": [[0.5 + ', 1)
     path = tmp_path / "wrong.py"
     path.write_text(wrong, encoding="utf-8")
