@@ -21,6 +21,7 @@ gradient on every node. glassllm's `Tensor` does the same with arrays: run this 
 top to bottom, and every picture is the graph with **data** and **grad** on each node
 (blue negative, orange positive, white zero)."""),
     ("code", """import numpy as np
+
 from glassllm import Tensor, display
 from glassllm import autograd as A"""),
     ("md", "## 1. The neuron, with micrograd's numbers"),
@@ -84,6 +85,7 @@ ATTENTION = [
 One head of causal self-attention, `out = softmax(Q Kᵀ / √d + mask) V`, forward in NumPy,
 then backward by hand one step at a time — and glassllm's autograd on the same numbers."""),
     ("code", """import numpy as np
+
 from glassllm import Tensor, display
 from glassllm import autograd as A
 
@@ -138,6 +140,7 @@ Write `rms_norm_backward(x, weight, g) -> (dx, dweight)`, check it against glass
 autograd here, then submit it to the sandbox's exercise `rmsnorm-backward` (your own
 numbers and the edge cases it adds), which grades it per element."""),
     ("code", """import numpy as np
+
 from glassllm import Tensor, layers
 from glassllm.client import Sandbox
 

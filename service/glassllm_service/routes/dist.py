@@ -1,5 +1,7 @@
 """``/dist/``: the sandbox serves its own wheel, so a notebook on a course network
-with no package index can ``pip install http://sandbox:8000/dist/glassllm-<ver>-py3-none-any.whl``.
+with no package index can ``pip install http://sandbox:8000/dist/glassllm-<ver>-py3-none-any.whl``;
+and ``/simple/``, a PEP 503 index of that wheel and a wheelhouse of the client's
+dependencies (the end of this module; docs/offline-install.md).
 
 No build tool is needed at run time, so it works the same from a source checkout and from
 an installed sandbox: a wheel is a zip of the package files plus a ``.dist-info`` folder
