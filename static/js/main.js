@@ -9,7 +9,7 @@ import { wireCheckPanel } from "./checkpanel.js"; // "check my gradient"
 import { closeExercise, linkedExercise, loadExerciseList, openExercise } from "./exercise.js";
 import { loadMysteries, wireMystery } from "./mystery.js";
 import { run } from "./run.js";
-import { copyCurl, copyLink, copyPython, restoreFromLink } from "./share.js";
+import { copyCurl, copyLink, copyPython, copyTorch, restoreFromLink } from "./share.js";
 import { closeGuide, revealResult, wireGuide } from "./guide.js";
 import { showStep } from "./stepper.js";
 import { lessonFromLink, loadLessons, onesSeed, randomSeed, startLesson, suggestVariables } from "./teach.js";
@@ -61,6 +61,7 @@ function wire() {
   });
   $("#copy-link").addEventListener("click", copyLink);
   $("#copy-python").addEventListener("click", copyPython);
+  $("#copy-torch").addEventListener("click", copyTorch);
   $("#copy-curl").addEventListener("click", copyCurl);
   window.addEventListener("hashchange", () => {
     const exercise = linkedExercise();                   // #exercise=<id>: the exercise view

@@ -96,3 +96,16 @@ def test_a_wrong_number_in_the_script_is_a_mismatch(url, tmp_path):
     (code, out), = run_scripts([path]).values()
     assert code == 1 and out.rstrip().endswith("MISMATCH")
     assert "value                    | exact: False | close: False" in out
+
+
+def test_the_route_names_what_it_cannot_write(url):
+    import httpx
+
+    r = httpx.post(f"{url}/api/v1/torch", json={"op": "getitem", "inputs": {
+        "a": [1.0, 2.0], "index": [0]}})
+    assert r.status_code == 422 and r.json()["error"]["code"] == "not_exportable", r.text
+    assert "index" in r.json()["error"]["message"]
+    ok = httpx.post(f"{url}/api/v1/torch", json={"expression": "softmax(x).sum()",
+                                                 "variables": {"x": [[1.0, 2.0]]}})
+    assert ok.status_code == 200 and ok.json()["filename"] == "glassllm_expression.py"
+    assert "out = tsum(softmax(x))" in ok.json()["script"]
