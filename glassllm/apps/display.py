@@ -103,7 +103,7 @@ def heatmap_svg(a: np.ndarray, x: float, y: float, cell: float, most: int,
             if numbers:
                 dark = s and abs(v) / s > 0.6
                 out.append(f'<text x="{x + j * w + w / 2:g}" y="{y + i * cell + cell * .7:g}" '
-                           f'font-size="{cell * .55:g}" text-anchor="middle" '
+                           f'font-size="{cell * .5:g}" text-anchor="middle" '
                            f'fill="{"#ffffff" if dark else INK}">{fmt(v)}</text>')
     width, height = cols * w, rows * cell
     if g.shape[1] > cols:
