@@ -76,9 +76,8 @@ from glassllm.apps.client_errors import (
     error_from,
     no_answer,
 )
-from glassllm.apps.client_types import CheckReport, client_repr, require, result_picture
+from glassllm.apps.client_types import CheckReport, TorchCalls, client_repr, result_picture, typed
 from glassllm.apps.exercise_client import AsyncExerciseCalls, Exercise, ExerciseCalls, Submitted
-from glassllm.apps.torch_export import TorchCalls
 from glassllm.sandbox.wire import BASE64_DTYPES, coerce, encode_array, encode_base64, is_base64
 
 try:                    # faster JSON when present (the service extra has it); never required
@@ -227,10 +226,9 @@ def _encoding(body: dict, encoding: str | None) -> dict:
     return body
 
 
+@typed
 def _op_body(inputs: Mapping[str, Any], requires_grad: Sequence[str] | None = None,
             grad_output: Any = None, base64_min: int = BASE64_MIN_ELEMENTS) -> dict:
-    require(("inputs", inputs, "mapping", False), ("requires_grad", requires_grad, "names"),
-            ("grad_output", grad_output, "array"))
     body: dict = {"inputs": to_wire(dict(inputs), base64_min)}
     if requires_grad is not None:
         body["requires_grad"] = list(requires_grad)
@@ -239,12 +237,11 @@ def _op_body(inputs: Mapping[str, Any], requires_grad: Sequence[str] | None = No
     return body
 
 
+@typed
 def _eval_body(expression: str, variables: Mapping[str, Any] | None = None,
               grad_output: Any = None, check: bool | Mapping[str, Any] = False,
               base64_min: int = BASE64_MIN_ELEMENTS, paths: bool = False,
               dead: bool = False) -> dict:
-    require(("expression", expression, "str", False), ("variables", variables, "mapping"),
-            ("grad_output", grad_output, "array"))
     body: dict = {"expression": expression}
     if variables:
         body["variables"] = to_wire(dict(variables), base64_min)
@@ -256,6 +253,7 @@ def _eval_body(expression: str, variables: Mapping[str, Any] | None = None,
     return body
 
 
+@typed
 def _check_body(*, op: str | None, inputs: Mapping[str, Any] | None, expression: str | None,
                variables: Mapping[str, Any] | None, requires_grad: Sequence[str] | None,
                grad_output: Any, value: Any, grads: Mapping[str, Any] | None,
@@ -263,9 +261,6 @@ def _check_body(*, op: str | None, inputs: Mapping[str, Any] | None, expression:
                base64_min: int, digits: int | None = None) -> dict:
     if (op is None) == (expression is None):
         raise ValueError("check needs exactly one of op= (with inputs=) or expression=")
-    require(("op", op, "str"), ("value", value, "array"), ("grads", grads, "mapping"),
-            ("reveal", reveal, "bool"), ("digits", digits, "int"), ("rtol", rtol, "number"),
-            ("atol", atol, "number"))
     if op is not None:
         body = {"op": op, **_op_body(inputs or {}, requires_grad, grad_output, base64_min)}
     else:
@@ -286,17 +281,17 @@ def _check_body(*, op: str | None, inputs: Mapping[str, Any] | None, expression:
     return body
 
 
+@typed
 def _case(case: Mapping[str, Any], base64_min: int) -> dict:
-    require(("a batch's case", case, "mapping", False))
     return to_wire(dict(case), base64_min)
 
 
+@typed
 def _op_path(name: str) -> str:
     """``/api/v1/ops/{name}`` with the name as one quoted path segment: ``"../eval"`` or
     ``"softmax?x=1"`` must reach the sandbox as an op name (its 404 unknown_op), never as
     another route or a query. ``"."`` and ``".."`` are dot segments a URL resolver removes,
     so their dots are percent-encoded too."""
-    require(("name", name, "str", False))
     segment = quote(name, safe="")
     if segment in (".", ".."):
         segment = segment.replace(".", "%2E")
@@ -410,16 +405,7 @@ class _Base:
                 out.append(Result.from_answer(item))
         return out
 
-    @staticmethod
-    def _check_report(answer: dict) -> dict:
-        """Masks as NumPy bool arrays; numbers stay as the server wrote them."""
-        def fix(report: dict | None) -> dict | None:
-            if report and report.get("mask") is not None:
-                report["mask"] = np.array(report["mask"], dtype=bool)
-            return report
-        answer["value"] = fix(answer.get("value"))
-        answer["grads"] = {k: fix(v) for k, v in (answer.get("grads") or {}).items()}
-        return CheckReport(answer)
+    _check_report = staticmethod(CheckReport.from_answer)   # masks as NumPy bool arrays
 
 
 class Sandbox(ExerciseCalls, TorchCalls, _Base):

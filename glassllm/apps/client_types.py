@@ -10,16 +10,31 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+import functools
+import inspect
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 import numpy as np
+
+from glassllm.apps.torch_export import TorchCalls  # noqa: F401  (the client's mixin, given here)
 
 
 class CheckReport(dict):
     """``{"passed", "value": report, "grads": {name: report}, "warnings"}`` (a dict), with
     a notebook picture: per element of each checked array, right or wrong, and the
     pattern of the mistake when the check was by digits."""
+
+    @classmethod
+    def from_answer(cls, answer: dict) -> CheckReport:
+        """Masks as NumPy bool arrays; numbers stay as the server wrote them."""
+        def fix(report: dict | None) -> dict | None:
+            if report and report.get("mask") is not None:
+                report["mask"] = np.array(report["mask"], dtype=bool)
+            return report
+        answer["value"] = fix(answer.get("value"))
+        answer["grads"] = {k: fix(v) for k, v in (answer.get("grads") or {}).items()}
+        return cls(answer)
 
     def _repr_mimebundle_(self, include: Any = None, exclude: Any = None) -> dict[str, str]:
         from glassllm.apps import display
@@ -43,6 +58,32 @@ def client_repr(client: Any) -> str:
     whether it sends a token (never the token itself)."""
     auth = ", token=…" if "Authorization" in client.headers else ""
     return f"{type(client).__name__}({client.url!r}{auth}, timeout={client.timeout:g})"
+
+
+# the arguments of the client's request builders, by name: (what to call it, kind, optional)
+ARGUMENTS = {
+    "inputs": ("inputs", "mapping", False), "requires_grad": ("requires_grad", "names", True),
+    "grad_output": ("grad_output", "array", True), "expression": ("expression", "str", True),
+    "variables": ("variables", "mapping", True), "op": ("op", "str", True),
+    "value": ("value", "array", True), "grads": ("grads", "mapping", True),
+    "reveal": ("reveal", "bool", True), "digits": ("digits", "int", True),
+    "rtol": ("rtol", "number", True), "atol": ("atol", "number", True),
+    "case": ("a batch's case", "mapping", False), "name": ("name", "str", False),
+    "check": ("check", "check", True),
+}
+
+
+def typed(builder: Callable[..., Any]) -> Callable[..., Any]:
+    """`builder` with each argument `ARGUMENTS` names checked first (`require`)."""
+    signature = inspect.signature(builder)
+
+    @functools.wraps(builder)
+    def checked(*args: Any, **kwargs: Any) -> Any:
+        bound = signature.bind(*args, **kwargs).arguments
+        require(*((label, bound[n], kind, optional) for n, (label, kind, optional)
+                  in ARGUMENTS.items() if n in bound))
+        return builder(*args, **kwargs)
+    return checked
 
 
 def require(*checks: tuple) -> None:
@@ -72,6 +113,7 @@ KINDS: dict[str, tuple[Any, str]] = {
                          and not isinstance(v, bool)) or hasattr(v, "__array__"),
               "a number, a nested list or a NumPy array"),
     "bool": (lambda v: isinstance(v, bool | np.bool_), "True or False"),
+    "check": (lambda v: isinstance(v, bool | Mapping), "True, False or a dict of options"),
     "int": (lambda v: isinstance(v, int | np.integer) and not isinstance(v, bool), "an integer"),
     "number": (lambda v: isinstance(v, int | float | np.number) and not isinstance(v, bool),
                "a number"),
