@@ -181,7 +181,6 @@ class Result:
     grads: dict[str, np.ndarray]
     warnings: list[str]
     raw: dict = field(default_factory=dict, repr=False)
-
     _repr_mimebundle_ = result_picture     # a notebook's heatmaps (and an expression's graph)
 
     @classmethod
