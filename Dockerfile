@@ -19,11 +19,14 @@ RUN python3 -m venv /opt/venv
 ENV PATH=/opt/venv/bin:$PATH
 WORKDIR /src
 
-# 1. The locked dependencies (requirements/service.lock, with hashes): this layer is
-#    rebuilt when the lock changes, not when the code does.
+# 1. The locked dependencies (requirements/service.lock, with hashes), and the client's
+#    dependencies as wheels for this image's Python and platform (the wheelhouse inside
+#    /opt/venv that the sandbox serves at /simple/, so a notebook on a network with no
+#    other index can `pip install --index-url http://sandbox:8000/simple/ "glassllm[client]"`):
+#    this layer is rebuilt when the lock changes, not when the code does.
 COPY requirements/service.lock requirements/service.lock
 COPY docker/install.sh docker/retry.sh docker/
-RUN --mount=type=secret,id=pip_ca sh docker/install.sh deps
+RUN --mount=type=secret,id=pip_ca sh docker/install.sh deps && sh docker/install.sh wheelhouse
 
 # 2. The source, built into a wheel and installed without touching the dependencies;
 #    then pip itself goes: the final image installs nothing.

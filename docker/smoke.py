@@ -5,9 +5,10 @@ no-new-privileges``), on a port of 127.0.0.1 only, and checks what a course reli
 /healthz within a few seconds, an op, an expression, the page and every asset it loads,
 /docs and its assets, no external URL in anything the sandbox itself serves, /metrics
 (when the route exists), a GLASSLLM_* limit set with ``-e``, a bad one refused at start,
-the image's HEALTHCHECK, workers from the CPU quota, and ``docker stop`` under 2 s with
-exit code 0. Prints the image's size, its base's, what the project adds, and the start
-time. Any failure exits 1 with the reason; nothing is skipped silently.
+the image's HEALTHCHECK, workers from the CPU quota, ``docker stop`` under 2 s with
+exit code 0, and ``pip install "glassllm[client]"`` from the sandbox's /simple/ alone.
+Prints the image's size, its base's, what the project adds, and the start time. Any
+failure exits 1 with the reason; nothing is skipped silently.
 
     python docker/smoke.py [--image glassllm:latest] [--docker docker]
 """
@@ -291,6 +292,42 @@ def env_refused(image: str) -> str:
     return f"exit {r.returncode}: {r.stderr.strip().splitlines()[-1][:90]}"
 
 
+INSTALL = """set -e
+python -m venv /tmp/v
+PIP_CONFIG_FILE=/dev/null /tmp/v/bin/python -m pip install --quiet --no-cache-dir \
+    --disable-pip-version-check --index-url http://127.0.0.1:8000/simple/ "glassllm[client]"
+/tmp/v/bin/python -c "from glassllm.client import Sandbox
+r = Sandbox('http://127.0.0.1:8000').op('mul', {'a': [1.0, 2.0], 'b': [3.0, 4.0]})
+print(r.value.tolist(), r.grads['a'].tolist())"
+"""
+
+
+@check("pip install from /simple/ alone")
+def simple_install(image: str) -> str:
+    """The image's sandbox on a network that reaches nothing (``--network none``), and a
+    second container of the same image in its network namespace (its loopback only):
+    a fresh venv installs glassllm[client] from the sandbox's /simple/ index, whose
+    wheels were fetched for this image's Python and platform when it was built, and the
+    client runs an op."""
+    cid = docker("run", "-d", *LOCKED_DOWN, "--network", "none", image)
+    try:
+        for _ in range(200):
+            probe = subprocess.run([DOCKER, "exec", cid, "python", "-c",
+                                    "import urllib.request; urllib.request.urlopen("
+                                    "'http://127.0.0.1:8000/healthz', timeout=1)"],
+                                   capture_output=True)
+            if probe.returncode == 0:
+                break
+            time.sleep(0.1)
+        out = docker("run", "--rm", "--network", f"container:{cid}", "--tmpfs",
+                     "/tmp:exec", "--entrypoint", "sh", image, "-c", INSTALL, timeout=300)
+    finally:
+        remove(cid)
+    if out.strip().splitlines()[-1] != "[3.0, 8.0] [3.0, 4.0]":
+        raise Failed(f"the client's op answered {out[-500:]!r}")
+    return "a fresh venv installed glassllm[client] from the sandbox alone; the op ran"
+
+
 def main() -> None:
     global DOCKER
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
@@ -324,6 +361,7 @@ def main() -> None:
         remove(cid)
     env_limit(image)
     env_refused(image)
+    simple_install(image)
     if failures:
         print(f"== docker-test FAILED ({len(failures)}):\n  " + "\n  ".join(failures))
         sys.exit(1)

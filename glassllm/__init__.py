@@ -32,10 +32,11 @@ __all__ = ["GradcheckResult", "Tensor", "__version__", "gradcheck", "is_grad_ena
 # Module names that changed with the layout, old → new: the one table of them. Importing
 # an old name gives the very module object of the new one (never a second copy), and its
 # submodules follow (glassllm.registry.table is glassllm.sandbox.registry.table).
-# glassllm.client stays the client's public name for good; the others are kept for this
-# release so that code written against them keeps working.
+# glassllm.client and glassllm.display stay public names for good; the others are kept
+# for this release so that code written against them keeps working.
 MOVED: dict[str, str] = {
     "glassllm.client": "glassllm.apps.client",
+    "glassllm.display": "glassllm.apps.display",
     "glassllm.cli": "glassllm.apps.cli",
     "glassllm.fused": "glassllm.fast.fused",
     "glassllm.kvcache": "glassllm.fast.kvcache",

@@ -208,13 +208,15 @@ class Tensor:
         return self._backward is None
 
     def __repr__(self) -> str:
-        body = np.array2string(self.data, separator=", ", precision=6, threshold=64)
-        extra = ""
-        if self.requires_grad:
-            extra += ", requires_grad=True"
-        if self._op:
-            extra += f", op={self._op!r}"
+        body = np.array2string(self.data, separator=", ", precision=6, threshold=64,
+                               prefix="Tensor(")   # rows line up, as in NumPy's repr
+        extra = ", requires_grad=True" if self.requires_grad else ""
+        extra += f", op={self._op!r}" if self._op else ""
         return f"Tensor({body}{extra})"
+
+    def _repr_mimebundle_(self, include: Any = None, exclude: Any = None) -> dict[str, str]:
+        from glassllm.apps import display  # a notebook's picture, when one asks
+        return display.tensor_bundle(self)
 
     def __array__(self, dtype: Any = None, copy: Any = None) -> np.ndarray:
         # np.asarray(t) gives the (read-only) data, np.array(t) a writable copy; either way

@@ -76,6 +76,7 @@ from glassllm.apps.client_errors import (
     error_from,
     no_answer,
 )
+from glassllm.apps.client_types import CheckReport, TorchCalls, client_repr, result_picture, typed
 from glassllm.apps.exercise_client import AsyncExerciseCalls, Exercise, ExerciseCalls, Submitted
 from glassllm.sandbox.wire import BASE64_DTYPES, coerce, encode_array, encode_base64, is_base64
 
@@ -180,6 +181,7 @@ class Result:
     grads: dict[str, np.ndarray]
     warnings: list[str]
     raw: dict = field(default_factory=dict, repr=False)
+    _repr_mimebundle_ = result_picture     # a notebook's heatmaps (and an expression's graph)
 
     @classmethod
     def from_answer(cls, answer: dict) -> Result:
@@ -223,6 +225,7 @@ def _encoding(body: dict, encoding: str | None) -> dict:
     return body
 
 
+@typed
 def _op_body(inputs: Mapping[str, Any], requires_grad: Sequence[str] | None = None,
             grad_output: Any = None, base64_min: int = BASE64_MIN_ELEMENTS) -> dict:
     body: dict = {"inputs": to_wire(dict(inputs), base64_min)}
@@ -233,6 +236,7 @@ def _op_body(inputs: Mapping[str, Any], requires_grad: Sequence[str] | None = No
     return body
 
 
+@typed
 def _eval_body(expression: str, variables: Mapping[str, Any] | None = None,
               grad_output: Any = None, check: bool | Mapping[str, Any] = False,
               base64_min: int = BASE64_MIN_ELEMENTS, paths: bool = False,
@@ -248,6 +252,7 @@ def _eval_body(expression: str, variables: Mapping[str, Any] | None = None,
     return body
 
 
+@typed
 def _check_body(*, op: str | None, inputs: Mapping[str, Any] | None, expression: str | None,
                variables: Mapping[str, Any] | None, requires_grad: Sequence[str] | None,
                grad_output: Any, value: Any, grads: Mapping[str, Any] | None,
@@ -275,10 +280,12 @@ def _check_body(*, op: str | None, inputs: Mapping[str, Any] | None, expression:
     return body
 
 
+@typed
 def _case(case: Mapping[str, Any], base64_min: int) -> dict:
     return to_wire(dict(case), base64_min)
 
 
+@typed
 def _op_path(name: str) -> str:
     """``/api/v1/ops/{name}`` with the name as one quoted path segment: ``"../eval"`` or
     ``"softmax?x=1"`` must reach the sandbox as an op name (its 404 unknown_op), never as
@@ -345,6 +352,8 @@ class _Base:
             self.headers["Authorization"] = f"Bearer {token}"
         self.timeout = timeout
 
+    __repr__ = client_repr                   # Sandbox('http://…', token=…): never the token
+
     @staticmethod
     def _content(body: Any) -> bytes:
         return _dumps(body)
@@ -395,19 +404,10 @@ class _Base:
                 out.append(Result.from_answer(item))
         return out
 
-    @staticmethod
-    def _check_report(answer: dict) -> dict:
-        """Masks as NumPy bool arrays; numbers stay as the server wrote them."""
-        def fix(report: dict | None) -> dict | None:
-            if report and report.get("mask") is not None:
-                report["mask"] = np.array(report["mask"], dtype=bool)
-            return report
-        answer["value"] = fix(answer.get("value"))
-        answer["grads"] = {k: fix(v) for k, v in (answer.get("grads") or {}).items()}
-        return answer
+    _check_report = staticmethod(CheckReport.from_answer)   # masks as NumPy bool arrays
 
 
-class Sandbox(ExerciseCalls, _Base):
+class Sandbox(ExerciseCalls, TorchCalls, _Base):
     """A blocking client; one httpx connection pool. Methods raise `SandboxError`s.
 
     Args:

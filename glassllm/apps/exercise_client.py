@@ -121,6 +121,13 @@ class Submitted:
         return cls(answer["passed"], answer["score"], answer["points"], verdicts,
                    list(answer["missing"]), answer["attempt"], answer)
 
+    def _repr_mimebundle_(self, include: Any = None, exclude: Any = None) -> dict[str, str]:
+        """In a notebook: the score, and per answer which elements agree (and to how many
+        digits) and the pattern of a mistake (glassllm.display); Markdown too."""
+        from glassllm.apps import display
+        return {**display.submitted_bundle(self.passed, self.score, self.points, self.answers,
+                                           self.missing), "text/markdown": self._repr_markdown_()}
+
     def _repr_markdown_(self) -> str:
         lines = [f"**{'passed' if self.passed else 'not yet'}**: {self.score:g} of"
                  f" {self.points:g} points"]

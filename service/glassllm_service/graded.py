@@ -4,7 +4,8 @@ routes that would hand out answers or packages are off; exercises and checks sta
 Off, answered 403 ``off_in_graded_session`` before any routing or body reading:
 
 - ``POST /api/v1/ops/{name}``, ``POST /api/v1/eval``, ``POST /api/v1/batch``: the plain
-  compute routes, and with eval the finite-difference checks it runs;
+  compute routes, and with eval the finite-difference checks it runs; ``POST
+  /api/v1/torch``, whose script holds the case's numbers;
 - ``/dist/...`` (the sandbox's own wheel) and ``/simple/...`` (the path of a PEP 503
   package index: none is served, and none may be).
 
@@ -17,7 +18,7 @@ from typing import Any
 
 from glassllm_service.http_errors import ApiError, error_response
 
-COMPUTE = ("/api/v1/eval", "/api/v1/batch")
+COMPUTE = ("/api/v1/eval", "/api/v1/batch", "/api/v1/torch")
 PREFIXES = ("/dist", "/simple")
 
 

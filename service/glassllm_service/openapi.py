@@ -255,8 +255,10 @@ def op_paths() -> dict[str, dict]:
 
 def document(app: FastAPI, token: bool) -> dict:
     """The whole document: the app's routes, one POST per op, every error status."""
+    # servers ".": relative to where the document is read, so Swagger UI's "Try it out"
+    # calls the sandbox under whatever path prefix serves it (a JupyterHub proxy tile)
     doc = get_openapi(title=app.title, version=app.version, description=app.description,
-                      routes=app.routes)
+                      routes=app.routes, servers=[{"url": "."}])
     doc["paths"].update(op_paths())
     components = doc.setdefault("components", {}).setdefault("schemas", {})
     components.update(COMPONENTS)

@@ -259,6 +259,14 @@ class BatchResult(BaseModel):
     results: list[dict[str, Any]]
 
 
+class TorchScript(BaseModel):
+    """``POST /api/v1/torch``: the case as a PyTorch script (docs/notebooks.md)."""
+
+    script: str = Field(description="Python source: the case in PyTorch, glassllm's numbers"
+                                    " and a table of exact / close / max diff per tensor")
+    filename: str
+
+
 class CheckResult(BaseModel):
     """``POST /api/v1/check``: a report per claimed array (`glassllm.sandbox.compare.compare`)."""
 

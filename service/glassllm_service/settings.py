@@ -242,6 +242,13 @@ class Settings(StrictSettings):
         base = os.environ.get("XDG_DATA_HOME") or str(Path.home() / ".local" / "share")
         return Path(base) / "glassllm"
 
+    wheelhouse: Path | None = None
+    """A directory of wheels (glassllm's client dependencies for the image's platform and
+    Python) served with glassllm's own wheel as a PEP 503 index at /simple/, so `pip
+    install --index-url <sandbox>/simple/ "glassllm[client]"` needs no other index; unset:
+    the environment's share/glassllm/wheelhouse when it exists (the course image's), else
+    glassllm's wheel alone (docs/offline-install.md)."""
+
     @field_validator("trusted_hosts")
     @classmethod
     def _host_names(cls, value: str) -> str:
@@ -249,7 +256,7 @@ class Settings(StrictSettings):
         host_patterns(value)                  # a ValueError names the entry
         return value
 
-    @field_validator("exercises_dir")
+    @field_validator("exercises_dir", "wheelhouse")
     @classmethod
     def _a_directory(cls, value: Path | None) -> Path | None:
         if value is not None and not value.is_dir():

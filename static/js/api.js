@@ -8,7 +8,10 @@
 //   shared token (GLASSLLM_API_TOKEN): ask once in a small dialog, keep it in
 //   sessionStorage for this tab, send "Authorization: Bearer <token>".
 // - every request carries a per-tab X-Client-ID, the key the sandbox's fair queue uses.
+// - a url is the sandbox's path ("api/v1/ops"), resolved against its root (base.js), so
+//   the page works behind a path prefix (a JupyterHub proxy).
 
+import { appURL } from "./base.js";
 import { el } from "./dom.js";
 import { toJSON } from "./wire.js";
 
@@ -127,7 +130,7 @@ const wait = (ms, signal) => new Promise((resolve, reject) => {
 async function fetchWithRetry(url, init = {}, { onRetry, signal } = {}) {
   let asked = false;
   for (let attempt = 1; ; attempt++) {
-    const res = await fetch(url, withHeaders(init));
+    const res = await fetch(appURL(url), withHeaders(init));
     if (res.status === 401 && !asked) {
       asked = true;
       if (signInHook?.available()) {         // a course token: traded for the cookie

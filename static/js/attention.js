@@ -135,7 +135,7 @@ function readCell(td) {
 async function showAttention() {
   const prompt = $("attn-prompt").value;
   $("attn-status").textContent = "Computing…";
-  const r = await postJSON("/api/v1/model/attention", { ...attentionModel(), prompt });
+  const r = await postJSON("api/v1/model/attention", { ...attentionModel(), prompt });
   const out = r.data;
   if (!r.ok) {
     $("attn-status").textContent = `Refused (${r.status}): ${out.error?.message}`;

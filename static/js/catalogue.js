@@ -12,8 +12,8 @@ import { closeGuide, revealResult } from "./guide.js";
 import { suggestVariables } from "./teach.js";
 
 export async function load() {
-  state.ops = (await getJSON("/api/v1/ops")).ops;
-  state.examples = (await getJSON("/api/v1/examples")).examples;
+  state.ops = (await getJSON("api/v1/ops")).ops;
+  state.examples = (await getJSON("api/v1/examples")).examples;
   buildOpSelect();
   buildGallery();
 }

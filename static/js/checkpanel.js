@@ -87,7 +87,7 @@ export async function checkGradient() {
   $("#check-status").textContent = "Checking…";
   let answer;
   try {
-    answer = await postJSON("/api/v1/check", body);
+    answer = await postJSON("api/v1/check", body);
   } catch (err) {
     $("#check-status").textContent = err instanceof BusyError ? err.message : `The sandbox did not answer (${err.message}).`;
     return;

@@ -1,5 +1,7 @@
 // A tiny DOM helper shared by the page's modules.
 
+import { appURL } from "./base.js";
+
 /** el("td", {class: "x", text: "1"}, child, ...) -> a new element. A `style` is set
  *  through the CSSOM: the Content-Security-Policy refuses inline style attributes. */
 export function el(tag, attrs = {}, ...children) {
@@ -23,7 +25,7 @@ const PAGE_WORDS = { L: "the library", H: "the HTTP API", P: "the page" };
 
 /** A link to clause `id` (e.g. "L3.5") in the contract the sandbox serves. */
 export function clauseLink(id) {
-  return el("a", { class: "clause", href: `/docs/contract/${CONTRACT_PAGES[id[0]]}#${id}`,
+  return el("a", { class: "clause", href: appURL(`docs/contract/${CONTRACT_PAGES[id[0]]}#${id}`),
     target: "_blank", title: `${id} in the docs (${PAGE_WORDS[id[0]]})`, text: id });
 }
 

@@ -62,7 +62,7 @@ function say(text, kind = "") {
 export async function loadExerciseList() {
   const list = $("#exercise-list");
   try {
-    view.list = await getJSON("/api/v1/exercises");
+    view.list = await getJSON("api/v1/exercises");
   } catch (err) {
     list.replaceChildren(el("li", { class: "hint", text: `Exercises not loaded: ${err.message}` }));
     return;
@@ -92,7 +92,7 @@ export async function openExercise(id) {
   if (view.list?.student_required && !view.list?.sign_in && !student()) { askStudent(id); return; }
   let answer;
   try {
-    answer = await getAnswer(withStudent(`/api/v1/exercises/${encodeURIComponent(id)}`));
+    answer = await getAnswer(withStudent(`api/v1/exercises/${encodeURIComponent(id)}`));
   } catch (err) {
     say(err instanceof BusyError ? err.message : `The sandbox did not answer (${err.message}).`, "error");
     return;
@@ -257,7 +257,7 @@ async function submit() {
   say("Checking…");
   let res;
   try {
-    res = await postJSON(withStudent(`/api/v1/exercises/${encodeURIComponent(ex.id)}/submit`), { answers });
+    res = await postJSON(withStudent(`api/v1/exercises/${encodeURIComponent(ex.id)}/submit`), { answers });
   } catch (err) {
     say(err instanceof BusyError ? err.message : `The sandbox did not answer (${err.message}).`, err instanceof BusyError ? "busy" : "error");
     return;
@@ -331,7 +331,7 @@ function hintsBox(ex) {
   const button = el("button", { type: "button", id: "exercise-hint", text: `Show a hint (${ex.hints} available)` });
   button.addEventListener("click", async () => {
     const number = view.hintsShown + 1;
-    const res = await postJSON(withStudent(`/api/v1/exercises/${encodeURIComponent(ex.id)}/hints`), { number });
+    const res = await postJSON(withStudent(`api/v1/exercises/${encodeURIComponent(ex.id)}/hints`), { number });
     if (!res.ok && isAccessProblem(res.status, res.data)) {
     showAccessProblem(res.data.error, res.status);
     say("Not checked: sign in above, then check again (your answers are kept).");

@@ -10,7 +10,7 @@ import { closeExercise, linkedExercise, loadExerciseList, openExercise } from ".
 import { loadMysteries, wireMystery } from "./mystery.js";
 import { run } from "./run.js";
 import { initAccess } from "./signin.js";
-import { copyCurl, copyLink, copyPython, restoreFromLink } from "./share.js";
+import { copyCurl, copyLink, copyPython, copyTorch, restoreFromLink } from "./share.js";
 import { closeGuide, revealResult, wireGuide } from "./guide.js";
 import { showStep } from "./stepper.js";
 import { lessonFromLink, loadLessons, onesSeed, randomSeed, startLesson, suggestVariables } from "./teach.js";
@@ -62,6 +62,7 @@ function wire() {
   });
   $("#copy-link").addEventListener("click", copyLink);
   $("#copy-python").addEventListener("click", copyPython);
+  $("#copy-torch").addEventListener("click", copyTorch);
   $("#copy-curl").addEventListener("click", copyCurl);
   window.addEventListener("hashchange", () => {
     const exercise = linkedExercise();                   // #exercise=<id>: the exercise view

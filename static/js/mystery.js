@@ -24,7 +24,7 @@ function withStudent(url) {
 /** The mysteries the sandbox serves, in the select; the panel stays hidden without any. */
 export async function loadMysteries() {
   let answer;
-  try { answer = await getAnswer("/api/v1/mysteries"); } catch { return; }
+  try { answer = await getAnswer("api/v1/mysteries"); } catch { return; }
   const list = answer.ok ? answer.data.mysteries ?? [] : [];
   if (!list.length) return;
   $("#mystery-select").replaceChildren(...list.map((m) => el("option", { value: m.id, text: `${m.title} (${formatNumber(m.points)} points)` })));
@@ -33,7 +33,7 @@ export async function loadMysteries() {
 
 async function start() {
   const id = $("#mystery-select").value;
-  const base = `/api/v1/mysteries/${encodeURIComponent(id)}`;
+  const base = `api/v1/mysteries/${encodeURIComponent(id)}`;
   const answer = await getAnswer(withStudent(base));
   if (!answer.ok) { setStatus(`The mystery could not be opened: ${answer.data.error?.message ?? answer.status}`); return; }
   const m = answer.data;

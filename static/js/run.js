@@ -42,11 +42,11 @@ export function currentRequest() {
   const withSeed = (body) => (seed === null ? body : { ...body, grad_output: seed });
   if (state.mode === "op") {
     const body = opRequest();
-    return body && { url: `/api/v1/ops/${encodeURIComponent(state.op.name)}`, body: withSeed(body) };
+    return body && { url: `api/v1/ops/${encodeURIComponent(state.op.name)}`, body: withSeed(body) };
   }
   const body = exprRequest();
   // mystery mode: the same request, answered with the student's hidden bug switched on
-  return body && { url: state.mystery ? state.mystery.evalUrl : "/api/v1/eval", body: withSeed(body) };
+  return body && { url: state.mystery ? state.mystery.evalUrl : "api/v1/eval", body: withSeed(body) };
 }
 
 /** Run the case; body[data-runs] counts finished runs (tests and scripts wait on it). */

@@ -1,6 +1,10 @@
 // Sharing a case: the permalink (the whole case in the URL fragment), copy as Python (a
-// glassllm script that reproduces it offline) and copy as curl (the request itself).
+// glassllm script that reproduces it offline), copy as PyTorch (the sandbox writes a
+// PyTorch script that recomputes the case and compares every tensor with its numbers)
+// and copy as curl (the request itself).
 
+import { BusyError, postJSON } from "./api.js";
+import { appURL } from "./base.js";
 import { setMode, showOp, showVariables } from "./case.js";
 import { restoreCheck } from "./checkmodes.js";
 import { clearMessages, currentRequest } from "./run.js";
@@ -75,10 +79,36 @@ export function copyPython() {
   showCopy("Python (glassllm)", text);
 }
 
+/** The case as a PyTorch script, written by the sandbox (POST api/v1/torch). */
+export async function copyTorch() {
+  clearMessages();
+  const req = currentRequest();
+  if (!req) return;
+  const keep = state.mode === "op" ? ["inputs", "requires_grad", "grad_output"]
+    : ["expression", "variables", "grad_output", "expand"];
+  const body = Object.fromEntries(keep.filter((k) => req.body[k] !== undefined)
+    .map((k) => [k, req.body[k]]));
+  if (state.mode === "op") body.op = state.op.name;
+  setStatus("Writing the PyTorch script…");
+  let answer;
+  try {
+    answer = await postJSON("api/v1/torch", body);
+  } catch (err) {
+    setStatus(err instanceof BusyError ? err.message : `The sandbox did not answer (${err.message}).`);
+    return;
+  }
+  if (!answer.ok) {
+    const e = answer.data.error ?? { message: JSON.stringify(answer.data) };
+    setStatus(`No PyTorch script (HTTP ${answer.status}): ${e.message}`);
+    return;
+  }
+  showCopy("Python (PyTorch, checks glassllm's numbers)", answer.data.script);
+}
+
 export function copyCurl() {
   clearMessages();
   const req = currentRequest();
-  if (req) showCopy("curl", curl(location.origin + req.url, req.body));
+  if (req) showCopy("curl", curl(appURL(req.url), req.body));
 }
 
 export function copyLink() {

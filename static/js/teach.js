@@ -23,7 +23,7 @@ let lessons = [];
 export async function loadLessons() {
   const list = $("#lessons");
   try {
-    lessons = (await getJSON("/api/v1/lessons")).lessons;
+    lessons = (await getJSON("api/v1/lessons")).lessons;
   } catch (err) {
     list.replaceChildren(el("li", { class: "hint", text: `Lessons not loaded: ${err.message}` }));
     return;

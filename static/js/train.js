@@ -67,7 +67,7 @@ async function start() {
   status("Starting…");
   let response;
   try {
-    response = await postStream("/api/v1/train", body, controller.signal, {
+    response = await postStream("api/v1/train", body, controller.signal, {
       onRetry: (attempt, ms) => {
         document.body.dataset.trainState = "retrying";
         status(`The training line is full right now; trying again in ${Math.ceil(ms / 1000)} s…`);

@@ -35,6 +35,7 @@ VERSIONS = sorted({all_versions()[0], all_versions()[-1]})
 SETTINGS = {f"{ENV_PREFIX}{name.upper()}"
             for name in Settings.model_fields} - {
     f"{ENV_PREFIX}STATIC_DIR",                       # the page ships in the image
+    f"{ENV_PREFIX}WHEELHOUSE",                       # so do the wheels /simple/ serves
     f"{ENV_PREFIX}WORKERS"}                          # set by --workers for the workers it starts
 # a Secret's business, never a ConfigMap's
 SECRETS = {f"{ENV_PREFIX}{n}" for n in ("API_TOKEN", "DATABASE_URL", "COURSE_SECRETS",

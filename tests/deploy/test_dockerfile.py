@@ -60,7 +60,7 @@ def test_wheel_install_and_start_in_a_fresh_venv(tmp_path: Path):
     shutil.copytree(ROOT, src, ignore=shutil.ignore_patterns(
         ".venv", ".git", "__pycache__", "dist", "build", "test-artifacts", ".*_cache"))
     env = {"PATH": f"{venv / 'bin'}:/usr/bin:/bin", "HOME": str(tmp_path)}
-    for step in ("deps", "app"):
+    for step in ("deps", "wheelhouse", "app"):
         subprocess.run(["sh", "docker/install.sh", step], cwd=src, env=env, check=True,
                        timeout=600)
     py = str(venv / "bin" / "python")
@@ -78,6 +78,12 @@ def test_wheel_install_and_start_in_a_fresh_venv(tmp_path: Path):
         assert "<html" in httpx.get(f"{url}/").text.lower()
         assert httpx.get(f"{url}/docs-assets/swagger-ui.css").status_code == 200
         assert "Part L" in httpx.get(f"{url}/docs/contract/").text      # the docs shipped
+        # the wheelhouse in the venv, served with no setting: the built wheel among them
+        index = httpx.get(f"{url}/simple/").text
+        assert {"glassllm/", "numpy/", "httpx/", "anyio/"} <= set(re.findall(r'href="([^"]+)"',
+                                                                             index))
+        assert re.search(r'href="glassllm-0\.1\.0-py3-none-any\.whl#sha256=[0-9a-f]{64}"',
+                         httpx.get(f"{url}/simple/glassllm/").text)
         # the training runner starts by its installed name and streams a run to its end
         tiny = {"model": {"d_model": 8, "n_layers": 1, "n_heads": 2, "n_kv_heads": 1,
                           "ffn_hidden": 8, "max_seq_len": 8}, "steps": 2, "every": 1}

@@ -22,11 +22,25 @@ NAMED_OPS = {"softmax", "masked_fill", "cross_entropy"}
 def test_the_page_is_es_modules_of_readable_size():
     html = (JS.parent / "index.html").read_text(encoding="utf-8")
     assert re.findall(r"<script[^>]*>", html) == [
-        '<script type="module" src="/static/js/main.js">']
+        '<script type="module" src="static/js/main.js">']
     assert {"api.js", "state.js", "case.js", "run.js", "messages.js", "results.js",
             "stepper.js", "share.js", "catalogue.js", "main.js"} <= set(MODULES)
     for name, src in MODULES.items():
         assert src.count("\n") <= 600, f"{name} has {src.count(chr(10))} lines"
+
+
+# an address from the host's root: "/api/v1/...", '/static/...', `/docs...`, href="/..."
+ABSOLUTE = re.compile(r"""["'`]/[a-z][\w.-]*(?:[/"'`?#]|$)""", re.MULTILINE)
+
+
+def test_no_absolute_address_anywhere_in_the_page():
+    """The sandbox may sit under a path prefix (a JupyterHub proxy tile serves it at
+    /user/<name>/glassllm/): the page names every address relative to it (base.js)."""
+    html = (JS.parent / "index.html").read_text(encoding="utf-8")
+    sources = {"index.html": html, **MODULES}
+    found = {name: ABSOLUTE.findall(src) for name, src in sources.items()}
+    assert {name: hits for name, hits in found.items() if hits} == {}
+    assert "import.meta.url" in MODULES["base.js"]
 
 
 def test_every_http_call_is_in_api_js():

@@ -115,7 +115,7 @@ def test_narrow_screen_has_no_horizontal_overflow(browser, url):
 def test_clause_ids_on_the_page_link_to_the_contract(page, url):
     click_and_wait(page, "button.example >> nth=1")          # a reference, hints, messages
     links = page.eval_on_selector_all("a.clause", "as => as.map(a => [a.textContent,"
-                                      " a.getAttribute('href')])")
+                                      " a.href])")   # resolved: under the sandbox's root
     texts = {t for t, _ in links}
     assert {"L3.2", "L3.5", "L0.5"} <= texts, texts
     served: dict[str, str] = {}
@@ -123,14 +123,16 @@ def test_clause_ids_on_the_page_link_to_the_contract(page, url):
         path, anchor = href.split("#")
         assert anchor == text, (text, href)
         if path not in served:
-            res = httpx.get(url + path)
+            assert path.startswith(url + "/docs/contract/"), href
+            res = httpx.get(path)
             assert res.status_code == 200, href
             served[path] = res.text
         assert f' id="{anchor}"' in served[path], f"{href}: no such anchor"
     # the op summary links its clause too; the gallery's clause stays where it was drawn
     page.check("#mode-op")
     page.select_option("#op-select", "rope")
-    assert page.get_attribute("#op-summary a.clause", "href") == "/docs/contract/library#L6.1"
+    assert page.eval_on_selector("#op-summary a.clause", "a => a.href") \
+        == url + "/docs/contract/library#L6.1"
     link = page.locator(".example-item >> nth=0 >> .ex-clause-link").bounding_box()
     twin = page.locator(".example-item >> nth=0 >> .ex-clause-space").bounding_box()
     assert abs(link["x"] - twin["x"]) < 1 and abs(link["y"] - twin["y"]) < 1, (link, twin)

@@ -127,6 +127,7 @@ def test_no_route_computes_the_expected_numbers(hiding):
                                           "variables": {"x": X, "w": W}, "expand": True}),
         hiding.post("/api/v1/check", json={"op": "rms_norm", **body,
                                            "claimed": {"grads": {"x": X}}}),
+        hiding.post("/api/v1/torch", json={"op": "rms_norm", **body}),   # the script's numbers
     ]
     for r in refused:
         assert r.status_code == 403, r.json()
@@ -207,6 +208,7 @@ def test_a_graded_session_turns_the_listed_routes_off(graded):
            graded.post("/api/v1/eval", json={"expression": "x * 2", "variables": {"x": [1.0]},
                                              "check": True}),
            graded.post("/api/v1/batch", json={"cases": []}),
+           graded.post("/api/v1/torch", json={"op": "softmax", "inputs": {"a": [1.0]}}),
            graded.get("/dist/"), graded.get("/dist/glassllm-0.1.0-py3-none-any.whl"),
            graded.get("/simple/"), graded.get("/simple/glassllm/")]
     for r in off:

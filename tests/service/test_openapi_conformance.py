@@ -218,6 +218,8 @@ def test_every_documented_status_is_sent(tmp_path):
         got("get", "/api/v1/mysteries/{mystery_id}", c.get("/api/v1/mysteries/nope"))
         got("post", "/api/v1/check", c.post("/api/v1/check", headers=AUTH, json={
             "op": "nope", "inputs": {}, "claimed": {"value": [1.0]}}))
+        got("post", "/api/v1/torch", c.post("/api/v1/torch", headers=AUTH, json={
+            "op": "nope", "inputs": {}}))                                       # 404
         got("post", "/api/v1/train", c.post("/api/v1/train", headers=AUTH, json={}))  # 403
         got("get", "/api/v1/ops/{name}", c.get("/api/v1/ops/nope"))
         one, submit = "/api/v1/exercises/{exercise_id}", "/api/v1/exercises/{exercise_id}/submit"

@@ -245,14 +245,16 @@ def test_every_limit_variable_is_read_from_the_environment(monkeypatch, tmp_path
         monkeypatch.setenv(f"GLASSLLM_{name}", "1" if value is True else str(value))
     monkeypatch.setenv("GLASSLLM_EXERCISES_DIR", str(tmp_path))
     monkeypatch.setenv("GLASSLLM_DATA_DIR", str(tmp_path))
+    monkeypatch.setenv("GLASSLLM_WHEELHOUSE", str(tmp_path))
     s = Settings()
     for name, value in {**ENV, **COURSE}.items():
         assert getattr(s, name.lower()) == value, name
     for name in FLAGS:
         assert getattr(s, name.lower()) is False, name
-    assert s.exercises_dir == tmp_path and s.data_dir == tmp_path
+    assert s.exercises_dir == tmp_path == s.wheelhouse and s.data_dir == tmp_path
     fields = {f for f in Settings.model_fields if f != "static_dir"}
-    assert fields == {n.lower() for n in (*ENV, *FLAGS, *COURSE, "EXERCISES_DIR", "DATA_DIR")}
+    assert fields == {n.lower() for n in (*ENV, *FLAGS, *COURSE, "EXERCISES_DIR", "DATA_DIR",
+                                          "WHEELHOUSE")}
 
 
 def test_an_environment_limit_reaches_the_routes(monkeypatch):

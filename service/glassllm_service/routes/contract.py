@@ -217,7 +217,7 @@ def render(name: str, rules: tuple = ()) -> str:
     title = text.splitlines()[0].lstrip("# ").strip()
     nav = " ".join(f'<a href="{href}">{label}</a>' for href, label in (
         ("./", "Contract"), ("library", "Library (L)"), ("http", "HTTP (H)"),
-        ("page", "Page (P)"), ("/", "Playground"), ("/docs", "API (Swagger UI)")))
+        ("page", "Page (P)"), ("../../", "Playground"), ("../../docs", "API (Swagger UI)")))
     return (f'<!doctype html>\n<html lang="en"><head><meta charset="utf-8">'
             f'<meta name="viewport" content="width=device-width, initial-scale=1">'
             f"<title>{html.escape(title)} — glassllm</title><style>{STYLE}</style></head>"
@@ -226,7 +226,7 @@ def render(name: str, rules: tuple = ()) -> str:
 
 @router.get("", response_class=RedirectResponse)
 def contract_root() -> RedirectResponse:
-    return RedirectResponse("/docs/contract/")
+    return RedirectResponse("contract/")    # relative: the sandbox may sit under a prefix
 
 
 @router.get("/", response_class=HTMLResponse)

@@ -1,5 +1,7 @@
 """``/dist/``: the sandbox serves its own wheel, so a notebook on a course network
-with no package index can ``pip install http://sandbox:8000/dist/glassllm-<ver>-py3-none-any.whl``.
+with no package index can ``pip install http://sandbox:8000/dist/glassllm-<ver>-py3-none-any.whl``;
+and ``/simple/``, a PEP 503 index of that wheel and a wheelhouse of the client's
+dependencies (the end of this module; docs/offline-install.md).
 
 No build tool is needed at run time, so it works the same from a source checkout and from
 an installed sandbox: a wheel is a zip of the package files plus a ``.dist-info`` folder
@@ -23,22 +25,28 @@ import base64
 import errno
 import functools
 import hashlib
+import html
 import importlib.metadata
 import os
+import re
 import shutil
+import sys
 import threading
 import zipfile
 from pathlib import Path
+from urllib.parse import quote
 
 from fastapi import APIRouter, Request
-from starlette.responses import Response
+from starlette.responses import HTMLResponse, RedirectResponse, Response
 
 import glassllm
 import glassllm_service
 from glassllm_service import schemas
 from glassllm_service.codec import dumps
+from glassllm_service.deps import SettingsDep
 from glassllm_service.files import FileResponse, private_dir, static_dir
 from glassllm_service.http_errors import ApiError
+from glassllm_service.settings import Settings
 
 router = APIRouter(prefix="/dist", tags=["dist"])
 _lock = threading.Lock()
@@ -222,3 +230,108 @@ def get_wheel(filename: str) -> FileResponse:
     except OSError as exc:
         raise storage_error(exc) from None
     return FileResponse(path, media_type="application/octet-stream", filename=filename)
+
+
+# -- /simple/: a PEP 503 package index ---------------------------------------------------
+# A course network often reaches nothing but the sandbox, and `pip install --no-index` of
+# the client fails for lack of numpy. So the sandbox is the index: glassllm's own wheel
+# (the one /dist/ serves, unless the wheelhouse holds a built one) and every wheel of the
+# GLASSLLM_WHEELHOUSE directory (the course image fills it with the client's dependencies
+# for its own platform and Python when it is built). Every link is relative, so the index
+# works under a path prefix too, and each carries its file's sha256 (pip checks it).
+
+simple_router = APIRouter(prefix="/simple", tags=["dist"], include_in_schema=False)
+# PEP 427's file name: {distribution}-{version}(-{build})?-{python}-{abi}-{platform}.whl
+WHEEL_FILE = re.compile(r"^([A-Za-z0-9](?:[A-Za-z0-9._]*[A-Za-z0-9])?)-[^-]+(?:-\d[^-]*)?"
+                        r"-[^-]+-[^-]+-[^-]+\.whl$")
+
+
+def normalize(name: str) -> str:
+    """PEP 503's normalized project name: runs of -, _ and . become one -, lower case."""
+    return re.sub(r"[-_.]+", "-", name).lower()
+
+
+@functools.lru_cache(maxsize=4096)
+def _sha256(path: Path, mtime_ns: int, size: int) -> str:
+    """The file's sha256, computed again only when the file changes (mtime, size)."""
+    digest = hashlib.sha256()
+    with open(path, "rb") as f:
+        for block in iter(lambda: f.read(1 << 20), b""):
+            digest.update(block)
+    return digest.hexdigest()
+
+
+def default_wheelhouse() -> Path | None:
+    """Where an installed sandbox keeps its wheelhouse when GLASSLLM_WHEELHOUSE is unset:
+    the environment's share/glassllm/wheelhouse (the course image's, docker/install.sh)."""
+    folder = Path(sys.prefix) / "share" / "glassllm" / "wheelhouse"
+    return folder if folder.is_dir() else None
+
+
+def projects(wheelhouse: Path | None) -> dict[str, dict[str, Path | None]]:
+    """Normalized project → {file name → path}; glassllm's own wheel is None: built on
+    first use, as /dist/ builds it."""
+    wheelhouse = wheelhouse or default_wheelhouse()
+    out: dict[str, dict[str, Path | None]] = {}
+    for f in sorted(wheelhouse.glob("*.whl")) if wheelhouse else ():
+        m = WHEEL_FILE.match(f.name)
+        if m and f.is_file():
+            out.setdefault(normalize(m.group(1)), {})[f.name] = f
+    out.setdefault("glassllm", {wheel_name(): None})
+    return out
+
+
+def _page(title: str, links: list[tuple[str, str]]) -> HTMLResponse:
+    body = "".join(f'<a href="{html.escape(href)}">{html.escape(text)}</a><br>\n'
+                   for href, text in links)
+    return HTMLResponse('<!DOCTYPE html>\n<html><head><meta name="pypi:repository-version"'
+                        f' content="1.0"><title>{html.escape(title)}</title></head>\n'
+                        f"<body><h1>{html.escape(title)}</h1>\n{body}</body></html>\n")
+
+
+def _file(project: str, filename: str, settings: Settings) -> Path:
+    files = projects(settings.wheelhouse).get(normalize(project), {})
+    if filename not in files:
+        raise ApiError(404, "not_found", f"no file {filename[:80]!r} of {project[:80]!r} in"
+                       " this sandbox's index", input="filename")
+    path = files[filename]
+    if path is None:
+        try:
+            path = wheel()
+        except OSError as exc:
+            raise storage_error(exc) from None
+    return path
+
+
+@simple_router.get("/")
+def simple_root(settings: SettingsDep) -> HTMLResponse:
+    return _page("Simple index", [(f"{name}/", name) for name in projects(settings.wheelhouse)])
+
+
+@simple_router.get("/{project}")
+def simple_slash(project: str) -> RedirectResponse:
+    return RedirectResponse(f"{quote(project)}/", status_code=301)  # relative: any prefix
+
+
+@simple_router.get("/{project}/")
+def simple_project(project: str, settings: SettingsDep) -> Response:
+    name = normalize(project)
+    files = projects(settings.wheelhouse).get(name)
+    if files is None:
+        raise ApiError(404, "not_found", f"no project {project[:80]!r} in this sandbox's"
+                       " index", input="project")
+    if name != project:                             # PEP 503: the normalized name's page
+        return RedirectResponse(f"../{name}/", status_code=301)
+    links = []
+    for filename in files:
+        path = _file(name, filename, settings)
+        stat = path.stat()
+        links.append((f"{filename}#sha256={_sha256(path, stat.st_mtime_ns, stat.st_size)}",
+                      filename))
+    return _page(f"Links for {name}", links)
+
+
+@simple_router.get("/{project}/{filename}")
+def simple_file(project: str, filename: str, settings: SettingsDep) -> FileResponse:
+    return FileResponse(_file(project, filename, settings), filename=filename,
+                        media_type="application/octet-stream")

@@ -26,10 +26,11 @@ SWAGGER_UI = Path(str(importlib.resources.files("fastapi_offline") / "static"))
 def swagger_ui() -> HTMLResponse:
     """/docs: Swagger UI from local assets. Its one inline script (the start of Swagger UI)
     is allowed by hash in the Content-Security-Policy (glassllm_service/security.py)."""
-    return get_swagger_ui_html(openapi_url="/openapi.json", title="glassllm sandbox — API",
-                               swagger_js_url="/docs-assets/swagger-ui-bundle.js",
-                               swagger_css_url="/docs-assets/swagger-ui.css",
-                               swagger_favicon_url="/docs-assets/favicon.png")
+    # relative addresses (the page is /docs): the sandbox may sit under a path prefix
+    return get_swagger_ui_html(openapi_url="openapi.json", title="glassllm sandbox — API",
+                               swagger_js_url="docs-assets/swagger-ui-bundle.js",
+                               swagger_css_url="docs-assets/swagger-ui.css",
+                               swagger_favicon_url="docs-assets/favicon.png")
 
 
 def install(app: FastAPI, configured: Path | None) -> None:

@@ -1,5 +1,6 @@
-"""``/api/v1/batch`` (several op calls and expressions, each answered on its own) and
-``/api/v1/check`` (a claimed value and gradients graded against the sandbox's own)."""
+"""``/api/v1/batch`` (several op calls and expressions, each answered on its own),
+``/api/v1/check`` (a claimed value and gradients graded against the sandbox's own) and
+``/api/v1/torch`` (a case as a PyTorch script that checks the sandbox's numbers)."""
 
 from __future__ import annotations
 
@@ -9,7 +10,7 @@ from starlette.responses import Response
 from glassllm_service import compute, schemas
 from glassllm_service.course_state import guarded
 from glassllm_service.deps import CourseDep, SettingsDep
-from glassllm_service.requests import batch, check
+from glassllm_service.requests import batch, check, torch_case
 
 router = APIRouter(prefix="/api/v1", tags=["tools"])
 
@@ -34,3 +35,14 @@ async def run_batch(request: Request, settings: SettingsDep, course: CourseDep) 
 async def run_check(request: Request, settings: SettingsDep, course: CourseDep) -> Response:
     return await compute.answer(request, settings, guarded(check.prepare, course),
                                 send=check.SEND)
+
+
+@router.post("/torch", response_model=schemas.TorchScript, openapi_extra=torch_case.BODY,
+             operation_id="torch_script",
+             responses=schemas.error_responses(400, 404, 413, 415, 422, 503, why={
+                 404: "the case names no op of the registry (`unknown_op`)",
+                 422: "a bad case, or an op with no PyTorch form here (`not_exportable`)"}),
+             summary="A case as a PyTorch script that recomputes it and checks the numbers")
+async def run_torch(request: Request, settings: SettingsDep, course: CourseDep) -> Response:
+    return await compute.answer(request, settings, guarded(torch_case.prepare, course),
+                                send=torch_case.SEND)

@@ -1,0 +1,120 @@
+"""What the client hands a notebook and what it refuses before any request.
+
+- `CheckReport`: ``Sandbox.check``'s answer, still the dict it always was, drawn in a
+  notebook as the per-element verdict of the value and of each gradient (glassllm.display).
+- `result_picture`, `client_repr`: a ``Result`` and a ``Sandbox`` as a notebook shows them.
+- `require`: a wrong type of argument is the caller's mistake, found on this side: a
+  ``TypeError`` naming the argument and what it takes, not a 422 after a round trip (or,
+  worse, a string iterated as a list of names).
+"""
+
+from __future__ import annotations
+
+import functools
+import inspect
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any
+
+import numpy as np
+
+from glassllm.apps.torch_export import TorchCalls  # noqa: F401  (the client's mixin, given here)
+
+
+class CheckReport(dict):
+    """``{"passed", "value": report, "grads": {name: report}, "warnings"}`` (a dict), with
+    a notebook picture: per element of each checked array, right or wrong, and the
+    pattern of the mistake when the check was by digits."""
+
+    @classmethod
+    def from_answer(cls, answer: dict) -> CheckReport:
+        """Masks as NumPy bool arrays; numbers stay as the server wrote them."""
+        def fix(report: dict | None) -> dict | None:
+            if report and report.get("mask") is not None:
+                report["mask"] = np.array(report["mask"], dtype=bool)
+            return report
+        answer["value"] = fix(answer.get("value"))
+        answer["grads"] = {k: fix(v) for k, v in (answer.get("grads") or {}).items()}
+        return cls(answer)
+
+    def _repr_mimebundle_(self, include: Any = None, exclude: Any = None) -> dict[str, str]:
+        from glassllm.apps import display
+        return display.check_bundle(self)
+
+    def _repr_pretty_(self, p: Any, cycle: bool) -> None:
+        """IPython's text form: the verdicts in words (``repr()`` stays the dict's)."""
+        from glassllm.apps import display
+        p.text(display.check_bundle(self)["text/plain"])
+
+
+def result_picture(result: Any, include: Any = None, exclude: Any = None) -> dict[str, str]:
+    """A client ``Result`` in a notebook: value and gradient heatmaps, an expression's
+    graph with every node's value and gradient (the ``_repr_mimebundle_`` of ``Result``)."""
+    from glassllm.apps import display
+    return display.result_bundle(result.value, result.grads, result.raw, result.warnings)
+
+
+def client_repr(client: Any) -> str:
+    """``Sandbox('http://127.0.0.1:8000', token=…, timeout=30)``: where it talks to, and
+    whether it sends a token (never the token itself)."""
+    auth = ", token=…" if "Authorization" in client.headers else ""
+    return f"{type(client).__name__}({client.url!r}{auth}, timeout={client.timeout:g})"
+
+
+# the arguments of the client's request builders, by name: (what to call it, kind, optional)
+ARGUMENTS = {
+    "inputs": ("inputs", "mapping", False), "requires_grad": ("requires_grad", "names", True),
+    "grad_output": ("grad_output", "array", True), "expression": ("expression", "str", True),
+    "variables": ("variables", "mapping", True), "op": ("op", "str", True),
+    "value": ("value", "array", True), "grads": ("grads", "mapping", True),
+    "reveal": ("reveal", "bool", True), "digits": ("digits", "int", True),
+    "rtol": ("rtol", "number", True), "atol": ("atol", "number", True),
+    "case": ("a batch's case", "mapping", False), "name": ("name", "str", False),
+    "check": ("check", "check", True),
+}
+
+
+def typed(builder: Callable[..., Any]) -> Callable[..., Any]:
+    """`builder` with each argument `ARGUMENTS` names checked first (`require`)."""
+    signature = inspect.signature(builder)
+
+    @functools.wraps(builder)
+    def checked(*args: Any, **kwargs: Any) -> Any:
+        bound = signature.bind(*args, **kwargs).arguments
+        require(*((label, bound[n], kind, optional) for n, (label, kind, optional)
+                  in ARGUMENTS.items() if n in bound))
+        return builder(*args, **kwargs)
+    return checked
+
+
+def require(*checks: tuple) -> None:
+    """TypeError unless each ``(name, value, kind[, optional])`` holds: `value` is of
+    `kind`, or None when `optional` (the default).
+
+    Kinds: ``"str"``; ``"mapping"`` (input or variable name → value); ``"names"`` (a list
+    or tuple of strings, never a bare string); ``"array"`` (a number, a nested list, a
+    NumPy array or anything with ``__array__``); ``"bool"``; ``"int"`` and ``"number"`` (not
+    a bool)."""
+    for name, value, kind, *rest in checks:
+        if value is None and (rest[0] if rest else True):
+            continue
+        if not KINDS[kind][0](value):
+            raise TypeError(f"{name} must be {KINDS[kind][1]}, got {type(value).__name__}: "
+                            f"{str(value)[:80]!r}")
+
+
+KINDS: dict[str, tuple[Any, str]] = {
+    "str": (lambda v: isinstance(v, str), "a string"),
+    "mapping": (lambda v: isinstance(v, Mapping) and all(isinstance(k, str) for k in v),
+                "a dict of name -> value with string names"),
+    "names": (lambda v: (isinstance(v, Sequence) and not isinstance(v, str | bytes)
+                         and all(isinstance(k, str) for k in v)),
+              "a list of names (strings), not a single string"),
+    "array": (lambda v: (isinstance(v, int | float | list | tuple | np.ndarray | np.generic)
+                         and not isinstance(v, bool)) or hasattr(v, "__array__"),
+              "a number, a nested list or a NumPy array"),
+    "bool": (lambda v: isinstance(v, bool | np.bool_), "True or False"),
+    "check": (lambda v: isinstance(v, bool | Mapping), "True, False or a dict of options"),
+    "int": (lambda v: isinstance(v, int | np.integer) and not isinstance(v, bool), "an integer"),
+    "number": (lambda v: isinstance(v, int | float | np.number) and not isinstance(v, bool),
+               "a number"),
+}
