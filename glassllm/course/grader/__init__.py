@@ -2,7 +2,8 @@
 course's grader runs it (docs/grading.md).
 
 `grade_submission` reads an exercise file and a student's submission (a Python file or
-a notebook defining the exercise's function, or a JSON of claimed arrays), runs the code
+a notebook defining the exercise's function, or a JSON of claimed arrays; for a mystery
+file, ``kind = "mystery"``, a JSON proof graded by `proofs`), runs the code
 in a limited child process (`runner`), and compares each case, element by element, with
 glassllm's own answers at the exercise's digits, naming the mistake's pattern;
 `write_results` writes the `Report` in a grader's format (`formats`), last and
@@ -14,16 +15,18 @@ from __future__ import annotations
 import os
 import tempfile
 import time
+import tomllib
 from pathlib import Path
 
 from glassllm.course.cases import DEFAULT_SALT
-from glassllm.course.exercise import load
-from glassllm.course.grader import formats, runner
+from glassllm.course.exercise import MAX_FILE_BYTES, Exercise, load
+from glassllm.course.grader import formats, proofs, runner
 from glassllm.course.grader.kinds import KINDS, Job, register
 from glassllm.course.grader.results import Report, TestResult
+from glassllm.course.zoo import mystery
 
 __all__ = ["DEFAULT_BUDGET", "KINDS", "Job", "Report", "TestResult", "grade_submission",
-           "register", "write_results"]
+           "load_exercise", "register", "write_results"]
 
 DEFAULT_BUDGET = 20.0      # seconds of student code: inside PrairieLearn's default 30 s
 
@@ -36,18 +39,37 @@ def grade_submission(exercise: str | Path, submission: str | Path, student: str 
     `budget` seconds in all. Raises `glassllm.course.ExerciseFileError` for a broken
     exercise file; whatever the submission is or does, returns a complete `Report`."""
     started = time.monotonic()
-    ex = load(exercise)
+    ex = load_exercise(exercise)
     if salt is None:
         salt = os.environ.get("GLASSLLM_COURSE_SALT") or DEFAULT_SALT
-    level = feedback or ex.feedback or "digits+pattern"
-    job = Job(ex, Path(submission), student, salt, budget, level,
-              reveal="expected" not in ex.hide)
-    grader = KINDS.get(ex.answer.kind)
+    if isinstance(ex, mystery.Mystery):
+        kind, level, reveal = "mystery", feedback or "pass/fail", False
+    else:
+        kind, level = ex.answer.kind, feedback or ex.feedback or "digits+pattern"
+        reveal = "expected" not in ex.hide
+    job = Job(ex, Path(submission), student, salt, budget, level, reveal)
+    grader = KINDS.get(kind)
     if grader is None:
-        raise ValueError(f"no grader for exercises of kind {ex.answer.kind!r}")
+        raise ValueError(f"no grader for exercises of kind {kind!r}")
     tests = grader(job)
-    off = runner.isolation().off if ex.answer.kind == "function" else ()
+    off = runner.isolation().off if kind == "function" else ()
     return Report(ex.id, ex.title, student, tests, off, time.monotonic() - started, level)
+
+
+def load_exercise(path: str | Path) -> Exercise | mystery.Mystery:
+    """An exercise file, or a mystery file (top-level ``kind = "mystery"``: read by
+    `glassllm.course.zoo.mystery`, raising `MysteryError`, a ValueError naming the file,
+    the field and the rule); anything else is read as an exercise."""
+    path = Path(path)
+    try:
+        with path.open("rb") as f:
+            kind = tomllib.loads(f.read(MAX_FILE_BYTES + 1).decode("utf-8")).get("kind")
+    except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError):
+        kind = None                    # the exercise reader names what is wrong
+    return mystery.load(path) if kind == "mystery" else load(path)
+
+
+register("mystery", proofs.grade_proof)
 
 
 def write_results(text: str, path: str | Path) -> None:

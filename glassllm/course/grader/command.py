@@ -47,10 +47,10 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("grade", help="grade a submission offline (docs/grading.md)")
     p.set_defaults(subparser=p)
     p.add_argument("exercise", metavar="EXERCISE", nargs="?",
-                   help="the exercise's TOML file")
+                   help="the exercise's TOML file (or a mystery's: kind = \"mystery\")")
     p.add_argument("submission", metavar="SUBMISSION", nargs="?",
                    help="a .py or .ipynb defining the exercise's function, or a .json of"
-                        " claimed arrays")
+                        " claimed arrays; for a mystery, a .json proof {node, variables}")
     p.add_argument("--platform", choices=sorted(PLATFORMS), default=None,
                    help="take the exercise, the submission, the student and the results"
                         " file from this platform's layout (PrairieLearn's /grade,"

@@ -28,15 +28,17 @@ from glassllm.course.grader.submitted import (
     code_chunks,
 )
 from glassllm.course.verdict import Verdict, grade
+from glassllm.course.zoo.mystery import Mystery
 
 __all__ = ["KINDS", "Job", "register"]
 
 
 @dataclass(frozen=True)
 class Job:
-    """One submission to grade: the exercise, the file, whose numbers, how long."""
+    """One submission to grade: the exercise (or mystery), the file, whose numbers, how
+    long."""
 
-    exercise: Exercise
+    exercise: Exercise | Mystery
     submission: Path
     student: str
     salt: str

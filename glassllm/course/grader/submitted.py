@@ -15,7 +15,8 @@ import numpy as np
 from glassllm.errors import LimitError, WireError
 from glassllm.sandbox.wire import coerce
 
-__all__ = ["MAX_BYTES", "SubmissionError", "as_array", "claimed_arrays", "code_chunks"]
+__all__ = ["MAX_BYTES", "SubmissionError", "as_array", "claimed_arrays", "code_chunks",
+           "read_bytes"]
 
 MAX_BYTES = 16 << 20               # the largest submission file read
 _MAGIC = re.compile(r"^(\s*)(%|!|\?)")
@@ -25,7 +26,8 @@ class SubmissionError(ValueError):
     """A submission file that cannot be read: the reason, for the student."""
 
 
-def _read(path: Path) -> bytes:
+def read_bytes(path: Path) -> bytes:
+    """A submission file's bytes, at most `MAX_BYTES`; `SubmissionError` otherwise."""
     try:
         with path.open("rb") as f:
             data = f.read(MAX_BYTES + 1)
@@ -43,7 +45,7 @@ def code_chunks(path: Path) -> tuple[list[dict], bool]:
     chunk per code cell (``cell 3``), where a line of IPython syntax (``%magic``,
     ``%%cell magic``, ``!shell``, ``?help``) becomes ``pass``: never run, and the
     line numbers stay those of the cell."""
-    data = _read(path)
+    data = read_bytes(path)
     if path.suffix != ".ipynb":
         return [{"name": path.name, "source": data.decode("utf-8", "replace")}], False
     try:
@@ -71,7 +73,7 @@ def claimed_arrays(path: Path) -> dict[str, Any]:
     ``{key: array}``; an array is nested lists of numbers, or the sandbox's encoded
     array (``{"dtype", "shape", "data"}``)."""
     try:
-        body = json.loads(_read(path))
+        body = json.loads(read_bytes(path))
     except ValueError as exc:
         raise SubmissionError(f"{path.name} is not JSON: {exc}") from None
     if isinstance(body, dict) and isinstance(body.get("answers"), dict):
