@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from typing import Annotated
 
-from fastapi import Depends, Request
+from fastapi import Depends, Header, Query, Request
 
 from glassllm_service.admission import Admission
 from glassllm_service.course_state import CourseState
@@ -45,3 +45,10 @@ TrainingQueueDep = Annotated[TrainingQueue, Depends(_training_queue)]
 GLASSLLM_MAX_TRAINING_QUEUE)."""
 CourseDep = Annotated[CourseState, Depends(_course)]
 """The course side: mode, exercises, what the open ones hide (`glassllm_service.course_state`)."""
+
+# who is asking, on the exercise and mystery routes (course_state.CourseState.student)
+StudentQuery = Annotated[str | None, Query(
+    description="the student id (or the X-Student-ID header); practice mode's default:"
+                " practice; course mode needs one")]
+StudentHeader = Annotated[str | None, Header(alias="X-Student-ID", description=(
+    "the student id (or ?student=)"))]

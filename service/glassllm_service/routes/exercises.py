@@ -4,25 +4,18 @@
 
 from __future__ import annotations
 
-from typing import Annotated
-
-from fastapi import APIRouter, Header, Query, Request
+from fastapi import APIRouter, Request
 from starlette.concurrency import run_in_threadpool
 from starlette.responses import Response
 
 from glassllm_service import compute, exercise_schemas, schemas
 from glassllm_service.admission import run_admitted
 from glassllm_service.body import read_json
-from glassllm_service.deps import SettingsDep
+from glassllm_service.deps import SettingsDep, StudentHeader, StudentQuery
 from glassllm_service.record.access import current_student
 from glassllm_service.requests import submission
 
 router = APIRouter(prefix="/api/v1/exercises", tags=["exercises"])
-StudentQuery = Annotated[str | None, Query(
-    description="the student id (or the X-Student-ID header); practice mode's default:"
-                " practice; course mode needs one")]
-StudentHeader = Annotated[str | None, Header(alias="X-Student-ID", description=(
-    "the student id (or ?student=)"))]
 JSON = "application/json"
 
 

@@ -5,23 +5,16 @@ the ``X-Student-ID`` header or the ``student`` query parameter (or a body's ``st
 
 from __future__ import annotations
 
-from typing import Annotated
-
-from fastapi import APIRouter, Header, Query, Request
+from fastapi import APIRouter, Request
 from starlette.responses import Response
 
 from glassllm_service import compute, schemas
 from glassllm_service.course_state import guarded
-from glassllm_service.deps import SettingsDep
+from glassllm_service.deps import SettingsDep, StudentHeader, StudentQuery
 from glassllm_service.requests import expression
 from glassllm_service.requests import mystery_hunt as mystery
 
 router = APIRouter(prefix="/api/v1/mysteries", tags=["mysteries"])
-StudentQuery = Annotated[str | None, Query(
-    description="the student id (or the X-Student-ID header); practice mode's default:"
-                " practice; course mode needs one")]
-StudentHeader = Annotated[str | None, Header(alias="X-Student-ID", description=(
-    "the student id (or ?student=)"))]
 JSON = "application/json"
 HIDDEN = {403: "course mode: an open exercise hides what the case computes"
                " (`hidden_by_exercise`)"}
