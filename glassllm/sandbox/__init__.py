@@ -7,7 +7,8 @@ book's ops and back.
   every node's value and gradient;
 - `glassllm.sandbox.wire`: arrays as JSON or exact base64, both ways;
 - `glassllm.sandbox.compare`: a claimed array against the sandbox's own, element by element;
-- `glassllm.sandbox.lessons`, `glassllm.sandbox.examples`: ready requests for the page;
+- `glassllm.sandbox.examples`: Part L's examples as ready requests for the page (the
+  lessons' are `glassllm.course.lesson_requests`, read from the course's files);
 - `glassllm.sandbox.limits`, `glassllm.sandbox.runtime`, `glassllm.sandbox.float_warnings`:
   the size limits of one request, the allocator tuning, NumPy's warnings per request.
 

@@ -1,6 +1,6 @@
 """The Train view's "What to notice" notes, each a sentence for the student *and* the claims
 about the run's own numbers that make it true, as the lessons' notes carry theirs
-(`glassllm.sandbox.lessons`).
+(`glassllm.course.lesson_requests`).
 
 The page (static/index.html, the Train section) shows each note's text verbatim; a test
 (tests/library/test_training_notes.py) trains the page's default run, checks every claim

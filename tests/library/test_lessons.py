@@ -1,5 +1,5 @@
 """Every sentence of every lesson is checked against the numbers the lesson produces: the
-claims live beside the text in glassllm/sandbox/lessons.py."""
+claims live beside the text in glassllm/course/lesson_requests.py."""
 
 from __future__ import annotations
 
@@ -7,8 +7,8 @@ import numpy as np
 import pytest
 from fastapi.testclient import TestClient
 
+from glassllm.course.lesson_requests import LESSONS
 from glassllm.sandbox.expr import evaluate
-from glassllm.sandbox.lessons import LESSONS
 from glassllm.sandbox.wire import coerce
 from glassllm_service.app import create_app
 

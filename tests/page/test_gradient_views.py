@@ -10,8 +10,8 @@ from __future__ import annotations
 import pytest
 from browser_session import axe_serious, runs, shot, table, wait_run
 
+from glassllm.course.lesson_requests import LESSONS
 from glassllm.sandbox.expr import evaluate
-from glassllm.sandbox.lessons import LESSONS
 from glassllm.sandbox.wire import coerce
 
 pytestmark = [pytest.mark.browser, pytest.mark.slow]

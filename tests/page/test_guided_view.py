@@ -12,7 +12,7 @@ import httpx
 import pytest
 from browser_session import ARTIFACTS, axe_serious
 
-from glassllm.sandbox.lessons import LESSONS
+from glassllm.course.lesson_requests import LESSONS
 
 pytestmark = [pytest.mark.browser, pytest.mark.slow]
 

@@ -13,7 +13,7 @@ import json
 import pytest
 from browser_session import ARTIFACTS, axe_serious
 
-from glassllm.sandbox.lessons import LESSONS
+from glassllm.course.lesson_requests import LESSONS
 
 pytestmark = [pytest.mark.browser, pytest.mark.slow]
 

@@ -13,8 +13,8 @@ import sys
 import pytest
 
 from glassllm.client import Sandbox
+from glassllm.course.lesson_requests import LESSONS
 from glassllm.sandbox import registry
-from glassllm.sandbox.lessons import LESSONS
 from glassllm.sandbox.torch_script import DEFINITIONS, ExportError
 
 pytestmark = pytest.mark.slow

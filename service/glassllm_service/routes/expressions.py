@@ -7,8 +7,8 @@ import orjson
 from fastapi import APIRouter, Request
 from starlette.responses import Response
 
+from glassllm.course.lesson_requests import LESSONS
 from glassllm.sandbox.examples import EXAMPLES
-from glassllm.sandbox.lessons import LESSONS
 from glassllm_service import compute, schemas
 from glassllm_service.course_state import examples_shown, guarded, lessons_shown
 from glassllm_service.deps import CourseDep, SettingsDep
