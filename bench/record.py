@@ -123,6 +123,9 @@ def p(values: list[float], q: float) -> float:
     return statistics.quantiles(values, n=1000)[int(q * 1000) - 1]
 
 
+ASYNC_COMMIT = "?options=-c%20synchronous_commit%3Doff"     # libpq's options, per session
+
+
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--seconds", type=float, default=20.0)
@@ -146,6 +149,12 @@ def main() -> None:
                                    "GLASSLLM_COURSE_SECRETS": SECRETS,
                                    "GLASSLLM_COURSE_ID": f"bench{round_}",
                                    "GLASSLLM_DATABASE_URL": pg}, f"bench{round_}")
+            # the same database, each commit acknowledged before its WAL flush: tells the
+            # flush's share of the tail from the rest (CPU, the pool)
+            runs["PostgreSQL, synchronous_commit off"] = (
+                {**base, "GLASSLLM_MODE": "course", "GLASSLLM_COURSE_SECRETS": SECRETS,
+                 "GLASSLLM_COURSE_ID": f"async{round_}",
+                 "GLASSLLM_DATABASE_URL": pg + ASYNC_COMMIT}, f"async{round_}")
             for name, (env, course) in runs.items():
                 with sandbox(env, args.workers) as url:
                     asyncio.run(load(url, root, 3.0, course))                # warm-up
