@@ -1,6 +1,7 @@
 """What the page's tests share: a fresh page of the playground per test, in the module's
 browser, against the module's sandbox (tests/conftest.py gives both); a JavaScript error
-on the page fails the test. A module that needs another start defines its own ``page``."""
+on the page fails the test. A module sets ``VIEWPORT = (width, height)`` for another size
+(default 1280 × 800); one that needs another start defines its own ``page``."""
 
 from __future__ import annotations
 
@@ -8,8 +9,9 @@ import pytest
 
 
 @pytest.fixture
-def page(browser, url):
-    context = browser.new_context(viewport={"width": 1280, "height": 800})
+def page(request, browser, url):
+    width, height = getattr(request.module, "VIEWPORT", (1280, 800))
+    context = browser.new_context(viewport={"width": width, "height": height})
     pg = context.new_page()
     errors: list[str] = []
     pg.on("pageerror", lambda exc: errors.append(str(exc)))

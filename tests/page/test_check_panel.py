@@ -33,17 +33,7 @@ def softmax_backward(a: np.ndarray, g: np.ndarray) -> np.ndarray:
 RIGHT = softmax_backward(A, SEED)      # [[0.25, -0.25], [-0.1966…, 0.1966…]]
 
 
-@pytest.fixture
-def page(browser, url):
-    context = browser.new_context(viewport={"width": 1280, "height": 900})
-    pg = context.new_page()
-    errors: list[str] = []
-    pg.on("pageerror", lambda exc: errors.append(str(exc)))
-    pg.goto(url + "/")
-    pg.wait_for_selector("body[data-ready]")
-    yield pg
-    context.close()
-    assert not errors, f"JavaScript errors on the page: {errors}"
+VIEWPORT = (1280, 900)          # the page fixture (tests/page/conftest.py)
 
 
 def shot(pg, name: str) -> None:

@@ -111,17 +111,7 @@ async () => {
 """
 
 
-@pytest.fixture
-def page(browser, url):
-    context = browser.new_context(viewport={"width": 1280, "height": 900})
-    pg = context.new_page()
-    errors: list[str] = []
-    pg.on("pageerror", lambda exc: errors.append(str(exc)))
-    pg.goto(url + "/")
-    pg.wait_for_selector("body[data-ready]")
-    yield pg
-    context.close()
-    assert not errors, f"JavaScript errors on the page: {errors}"
+VIEWPORT = (1280, 900)          # the page fixture (tests/page/conftest.py)
 
 
 def test_every_request_the_page_builds_is_accepted(page):
