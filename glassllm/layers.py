@@ -229,6 +229,8 @@ def rms_norm(x: Tensor, weight: Tensor, eps: float = 1e-6, *, fused: bool = Fals
 
     Raises:
         ShapeError (a ValueError): weight is not (d,) for x's last axis d; x is 0-d.
+        ValueError / TypeError: eps is not a finite real number >= 0 (a negative eps
+            would take the square root of a negative mean square: NaN, silently).
 
     Example:
         >>> rms_norm(Tensor([[3.0, 4.0]]), Tensor([1.0, 2.0]), eps=0.0).data.round(4)
@@ -237,6 +239,7 @@ def rms_norm(x: Tensor, weight: Tensor, eps: float = 1e-6, *, fused: bool = Fals
     SPEC L7. Zhang & Sennrich 2019, "Root Mean Square Layer Normalization".
     """
     d = rms_norm_shape(_shape_of(x), _shape_of(weight))[-1]
+    eps = check_real("eps", eps, 0.0)
     x, weight = (t if isinstance(t, Tensor) else Tensor(t) for t in (x, weight))
     if fused:
         return _fused.rms_norm(x, weight, eps)  # (..., d): one node, the same math

@@ -225,7 +225,7 @@ def rms_norm(x: Tensor, weight: Tensor, eps: float = 1e-6) -> Tensor:
     """RMSNorm as one node: out = x · r · weight, with r = 1/sqrt(mean(x², last axis) + eps).
 
     Shapes: x (..., d); weight (d,); out (..., d). The caller (`layers.rms_norm`) has
-    checked the shapes.
+    checked the shapes and eps (a finite number >= 0).
 
     Backward, with y = x·r (the normalised x) and gy = g·weight:
         x: r · (gy − y · mean(gy·y, last axis))

@@ -220,3 +220,22 @@ def test_layer_shape_errors_name_the_weight():
         transformer_block_shape((1, 2, 4), (3,), (4, 4), (4, 4), (4, 4), (4, 4), (4,),
                                 (4, 6), (6, 4), (4, 6), 2, 2, (2, 1), (2, 1))
     assert err.value.input == "attn_norm"
+
+
+@pytest.mark.parametrize("eps", [-1e-6, float("nan"), float("inf"), True, "1e-6"])
+@pytest.mark.parametrize("fused", [False, True])
+def test_rms_norm_refuses_an_eps_that_is_not_a_finite_number_from_0(eps, fused):
+    # a negative eps takes the root of a negative mean square: NaN, silently
+    x, w = Tensor([[0.001, 0.001]]), Tensor([1.0, 2.0])
+    with pytest.raises((ValueError, TypeError), match=r"^eps must be a (finite|real) number"):
+        rms_norm(x, w, eps=eps, fused=fused)
+    np.testing.assert_allclose(rms_norm(Tensor([[3.0, 4.0]]), w, eps=0.0, fused=fused).data,
+                               [[0.848528137423857, 2.262741699796952]], rtol=1e-15)
+
+
+def test_the_op_route_blames_the_one_input_a_library_rule_names(client):
+    r = client.post("/api/v1/ops/rms_norm", json={"inputs": {
+        "x": [[3.0, 4.0]], "weight": [1.0, 2.0], "eps": -1.0}})
+    assert r.status_code == 400
+    assert r.json()["error"]["input"] == "eps"
+    assert "eps must be a finite number >= 0.0, got -1.0" in r.json()["error"]["message"]

@@ -97,11 +97,16 @@ def coerce_inputs(op: Op, inputs: Mapping[str, Any], *, maybe_bools: bool = True
 
 
 def compute_error(op: Op, names: Sequence[str], exc: Exception) -> ComputeError:
-    """NumPy's shape / axis / broadcast / index error, naming the op and its inputs. An
-    index out of bounds blames the one index-like input (``ids``, ``targets``, ``index``,
-    a mask) when there is one, as the expression evaluator points at it."""
+    """NumPy's shape / axis / broadcast / index error, naming the op and its inputs. A
+    rule the library states for one input ("eps must be a finite number >= 0.0, ...")
+    blames that input; an index out of bounds blames the one index-like input (``ids``,
+    ``targets``, ``index``, a mask) when there is one, as the expression evaluator points
+    at it."""
     blamed = list(names)
-    if isinstance(exc, IndexError) and not isinstance(exc, np.exceptions.AxisError):
+    first = str(exc).split(" ", 1)[0]
+    if first in names and str(exc).startswith(f"{first} must "):
+        blamed = [first]            # the library's checks (check_real, check_int) name it
+    elif isinstance(exc, IndexError) and not isinstance(exc, np.exceptions.AxisError):
         kinds = {spec.name: spec.kind for spec in op.inputs}
         indices = [n for n in names if kinds.get(n) in ("index", "int_array", "bool_mask")]
         blamed = indices if len(indices) == 1 else blamed
