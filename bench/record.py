@@ -53,7 +53,7 @@ def sandbox(env: dict, workers: int):
     url = f"http://127.0.0.1:{port}"
     try:
         wait_healthy(url, proc, timeout=60)
-        yield url
+        yield url, proc.pid
     finally:
         proc.terminate()
         proc.wait(timeout=20)
@@ -89,9 +89,9 @@ async def load(url: str, root: Path, seconds: float, course: str | None) -> list
 
 
 def store_alone(url: str | None, root: Path, per_client: int) -> list[float]:
-    """The record's own work of one submission — the token's generation read, the hints
-    counted, the attempt numbered and committed — by 64 threads at once, as 64 clients'
-    submissions reach the workers' thread pools; each submission's time in ms."""
+    """The record's own work of one submission — one transaction: the token's generation
+    checked, the hints counted, the attempt numbered and committed — by 64 threads at
+    once, as 64 clients' submissions reach the workers' thread pools; each one's ms."""
     from concurrent.futures import ThreadPoolExecutor
 
     from glassllm.course.attempts import Attempt
@@ -106,10 +106,9 @@ def store_alone(url: str | None, root: Path, per_client: int) -> list[float]:
         out = []
         for n in range(per_client):
             t = time.perf_counter()
-            record.generation(f"s{i}")
-            record.hints_used(f"s{i}", "ex")
             record.record_attempt(Attempt(f"s{i}", "ex", "h" * 64, "d" * 64, None, 1.0, True,
-                                          0, dt.datetime.now(dt.UTC), f"k{n}"), None)
+                                          None, dt.datetime.now(dt.UTC), f"k{n}"), None,
+                                  generation=0)
             out.append((time.perf_counter() - t) * 1000)
         return out
 
@@ -123,6 +122,59 @@ def p(values: list[float], q: float) -> float:
     return statistics.quantiles(values, n=1000)[int(q * 1000) - 1]
 
 
+def added_p99(base: list[float], other: list[float], resamples: int = 400
+              ) -> tuple[float, float, float]:
+    """p99(other) - p99(base), with its 90 % bootstrap interval: both sets resampled with
+    replacement, the difference taken each time. A p99 rests on the 1 % of samples
+    above it; the interval says how far another run of the same length may land."""
+    rng = random.Random(1)
+    diffs = sorted(p(rng.choices(other, k=len(other)), 0.99)
+                   - p(rng.choices(base, k=len(base)), 0.99) for _ in range(resamples))
+    return (p(other, 0.99) - p(base, 0.99), diffs[int(0.05 * resamples)],
+            diffs[int(0.95 * resamples) - 1])
+
+
+def _processes() -> dict[int, tuple[int, list[str], float]]:
+    """pid -> (parent pid, command line, CPU seconds used), from /proc."""
+    tick = os.sysconf("SC_CLK_TCK")
+    out = {}
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            stat = (entry / "stat").read_text()
+            args = (entry / "cmdline").read_bytes().split(b"\0")
+        except OSError:
+            continue
+        fields = stat.rsplit(")", 1)[1].split()      # after the command's name
+        out[int(entry.name)] = (int(fields[1]), [a.decode(errors="replace") for a in args],
+                                (int(fields[11]) + int(fields[12])) / tick)
+    return out
+
+
+def cpu_seconds(roots: list[int]) -> float:
+    """CPU seconds used so far by the processes under `roots` (themselves included)."""
+    procs = _processes()
+    children: dict[int, list[int]] = {}
+    for pid, (ppid, _, _) in procs.items():
+        children.setdefault(ppid, []).append(pid)
+    total, todo = 0.0, list(roots)
+    while todo:
+        pid = todo.pop()
+        if pid in procs:
+            total += procs[pid][2]
+            todo.extend(children.get(pid, []))
+    return total
+
+
+def postmaster(url: str) -> list[int]:
+    """The PostgreSQL server listening on `url`'s port (its backends are its children)."""
+    port = url.rsplit(":", 1)[1].split("/", 1)[0]
+    return [pid for pid, (_, args, _) in _processes().items()
+            if args and args[0].endswith("postgres") and "-p" in args
+            and args[args.index("-p") + 1:args.index("-p") + 2] == [port]]
+
+
 ASYNC_COMMIT = "?options=-c%20synchronous_commit%3Doff"     # libpq's options, per session
 
 
@@ -133,7 +185,13 @@ def main() -> None:
     ap.add_argument("--workers", type=int, default=2)
     args = ap.parse_args()
     results: dict[str, list[tuple[float, float]]] = {}
+    samples: dict[str, list[float]] = {}
+    cpu: dict[str, list[dict[str, float]]] = {}
     with tempfile.TemporaryDirectory() as tmp, running_postgres(durable=True) as pg:
+
+        def database_roots(env: dict) -> list[int]:
+            return postmaster(pg) if "GLASSLLM_DATABASE_URL" in env else []
+
         root = Path(tmp)
         course_dir(root)
         # unlimited attempts here: the bench's own copy of the exercise
@@ -156,28 +214,41 @@ def main() -> None:
                  "GLASSLLM_COURSE_ID": f"async{round_}",
                  "GLASSLLM_DATABASE_URL": pg + ASYNC_COMMIT}, f"async{round_}")
             for name, (env, course) in runs.items():
-                with sandbox(env, args.workers) as url:
+                with sandbox(env, args.workers) as (url, pid):
                     asyncio.run(load(url, root, 3.0, course))                # warm-up
+                    roots = {"sandbox": [pid], "database": database_roots(env)}
+                    before = {k: cpu_seconds(v) for k, v in roots.items()}
                     times = asyncio.run(load(url, root, args.seconds, course))
+                    used = {k: (cpu_seconds(v) - before[k]) * 1000 / len(times)
+                            for k, v in roots.items()}
                 results.setdefault(name, []).append((p(times, 0.5), p(times, 0.99)))
+                samples.setdefault(name, []).extend(times)
+                cpu.setdefault(name, []).append(used)
                 print(f"round {round_ + 1}: {name}: {len(times)} checks, p50"
-                      f" {results[name][-1][0]:.1f} ms, p99 {results[name][-1][1]:.1f} ms",
-                      flush=True)
+                      f" {results[name][-1][0]:.1f} ms, p99 {results[name][-1][1]:.1f} ms,"
+                      f" CPU per check: sandbox {used['sandbox']:.2f} ms, database"
+                      f" {used['database']:.2f} ms", flush=True)
         alone = {"SQLite": store_alone(None, root / "alone", 20),
                  "PostgreSQL": store_alone(pg, root, 20)}
     print(f"\nthe record alone, {CLIENTS} threads x 20 submissions (2 workers hold at most"
           " 2 x 8 of them at once):")
     for name, times in alone.items():
         print(f"  {name:12} p50 {p(times, 0.5):6.1f} ms  p99 {p(times, 0.99):6.1f} ms")
-    base_p99 = statistics.median(r[1] for r in results["no record (practice)"])
+    base = samples["no record (practice)"]
     print(f"load average now: {os.getloadavg()[0]:.1f} on {os.cpu_count()} CPUs")
     print(f"\n{CLIENTS} clients (a check every {sum(THINK) / 2:.0f} s each), {args.workers}"
-          f" workers, {args.seconds:.0f} s per run, median of {args.rounds} rounds")
-    print(f"{'sandbox':24} {'p50 ms':>8} {'p99 ms':>8} {'p99 added':>10}")
-    for name, rows in results.items():
-        p50 = statistics.median(r[0] for r in rows)
-        p99 = statistics.median(r[1] for r in rows)
-        print(f"{name:24} {p50:8.1f} {p99:8.1f} {p99 - base_p99:+10.1f}")
+          f" workers, {args.seconds:.0f} s per run, {args.rounds} rounds pooled; p99 added"
+          " with its 90 % bootstrap interval; CPU per check (ms, mean of the rounds) of the"
+          " sandbox's processes and of the database server's")
+    print(f"{'sandbox':36} {'p50 ms':>7} {'p99 ms':>7} {'p99 added':>22} {'CPU sandbox':>12}"
+          f" {'CPU db':>7}")
+    for name, times in samples.items():
+        added, low, high = added_p99(base, times)
+        sandbox_cpu = statistics.mean(c["sandbox"] for c in cpu[name])
+        db_cpu = statistics.mean(c["database"] for c in cpu[name])
+        interval = "" if times is base else f"{added:+.1f} [{low:+.1f}, {high:+.1f}]"
+        print(f"{name:36} {p(times, 0.5):7.1f} {p(times, 0.99):7.1f} {interval:>22}"
+              f" {sandbox_cpu:12.2f} {db_cpu:7.2f}")
 
 
 if __name__ == "__main__":

@@ -11,7 +11,9 @@ into; it holds no record itself:
 - a database-backed store implements the same protocol: ``record_attempt`` numbers the
   attempt and refuses one past ``max_attempts`` atomically (two workers must not both
   take the last attempt), and an ``idempotency_key`` seen before for that student returns
-  the attempt it recorded then (a retried submission is never counted twice).
+  the attempt it recorded then (a retried submission is never counted twice). In the same
+  transaction it counts the hints used (an attempt's ``hints_used`` of None) and checks
+  the student's token generation (`Revoked`): one round of the database per submission.
 """
 
 from __future__ import annotations
@@ -21,7 +23,7 @@ from dataclasses import dataclass
 from typing import Protocol, runtime_checkable
 
 __all__ = ["Attempt", "AttemptStore", "AttemptsExhausted", "KeyReused", "NoRecord",
-           "Recorded"]
+           "Recorded", "Revoked"]
 
 
 @dataclass(frozen=True)
@@ -35,7 +37,7 @@ class Attempt:
     pattern: str | None          # the first wrong answer's pattern name
     score: float                 # points earned
     passed: bool
-    hints_used: int
+    hints_used: int | None       # None: the store counts them as it records the attempt
     created_at: dt.datetime
     idempotency_key: str | None = None
 
@@ -58,6 +60,14 @@ class AttemptsExhausted(Exception):
         self.used, self.allowed = used, allowed
 
 
+class Revoked(Exception):
+    """The student's token carries a generation the record has moved past (revoked)."""
+
+    def __init__(self, presented: int, current: int) -> None:
+        super().__init__(f"token generation {presented}, the record's is {current}")
+        self.presented, self.current = presented, current
+
+
 class KeyReused(Exception):
     """An idempotency key the student already used for another exercise."""
 
@@ -77,10 +87,12 @@ class AttemptStore(Protocol):
     def attempts_used(self, student: str, exercise_id: str) -> int:
         """Attempts recorded for this student and exercise."""
 
-    def record_attempt(self, attempt: Attempt, max_attempts: int | None) -> Recorded:
+    def record_attempt(self, attempt: Attempt, max_attempts: int | None,
+                       generation: int | None = None) -> Recorded:
         """Record one attempt, atomically refusing one past `max_attempts`
-        (`AttemptsExhausted`); the same (student, idempotency key) returns the earlier
-        attempt with ``repeated`` true."""
+        (`AttemptsExhausted`) and, when `generation` (the token's) is given and the
+        student's is another, refusing it (`Revoked`); the same (student, idempotency
+        key) returns the earlier attempt with ``repeated`` true."""
 
     def hints_used(self, student: str, exercise_id: str) -> int:
         """Hints revealed to this student for this exercise."""
@@ -103,7 +115,8 @@ class NoRecord:
     def attempts_used(self, student: str, exercise_id: str) -> int:
         return 0
 
-    def record_attempt(self, attempt: Attempt, max_attempts: int | None) -> Recorded:
+    def record_attempt(self, attempt: Attempt, max_attempts: int | None,
+                       generation: int | None = None) -> Recorded:
         return Recorded(None)
 
     def hints_used(self, student: str, exercise_id: str) -> int:

@@ -129,3 +129,81 @@ def test_revoke_and_forget_from_the_command_line(tmp_path, monkeypatch, capsys):
     assert "ada: 0 attempts" in run("forget", "ada")
     assert run("export").splitlines()[0] == ("student,display_name,ce-record,"
                                              "ce-record attempts,total")
+
+
+@pytest.mark.parametrize("backend", ["sqlite", "postgresql"])
+def test_one_transaction_checks_the_generation_and_counts_the_hints(backend, pg, tmp_path):
+    import datetime as dt
+
+    from glassllm.course.attempts import Attempt, Revoked
+    from glassllm_service.record.store import DatabaseRecord
+
+    engine = engine_for(url_of(pg if backend == "postgresql" else None, tmp_path), 2)
+    migrate(engine)
+    record = DatabaseRecord(engine, f"gen-{backend}")
+
+    def attempt(key, hints=None):
+        return Attempt("ada", "ex", "h" * 64, "d" * 64, None, 1.0, True, hints,
+                       dt.datetime(2026, 12, 1, tzinfo=dt.UTC), key)
+
+    record.record_hint("ada", "ex", 1)
+    record.record_hint("ada", "ex", 2)
+    assert record.record_attempt(attempt("k1"), None, generation=0).number == 1
+    assert record.record_attempt(attempt("k2", hints=7), None).number == 2
+    gen = record.revoke("ada")
+    with pytest.raises(Revoked) as refused:
+        record.record_attempt(attempt("k3"), None, generation=0)
+    assert (refused.value.presented, refused.value.current) == (0, gen) == (0, 1)
+    assert record.record_attempt(attempt("k3"), None, generation=gen).number == 3
+    # the hints counted in the transaction; a given count kept as given; the refused
+    # attempt left nothing behind
+    assert [(a["attempt"], a["hints_used"]) for a in record.attempts("ada")] == [
+        (1, 2), (2, 7), (3, 2)]
+    engine.dispose()
+
+
+@pytest.mark.parametrize("backend", ["sqlite", "postgresql"])
+def test_one_students_attempts_at_once_from_two_workers_are_numbered_once(backend, pg,
+                                                                          tmp_path):
+    """Two engines (two workers' pools) and 12 threads each submit for the same student
+    and exercise at the same moment: max_attempts = 5 lets exactly five in, numbered 1-5;
+    the threads sharing an idempotency key get one attempt between them."""
+    import datetime as dt
+
+    from glassllm.course.attempts import Attempt, AttemptsExhausted
+    from glassllm_service.record.store import DatabaseRecord
+
+    url = url_of(pg if backend == "postgresql" else None, tmp_path)
+    course = f"race-{backend}"
+    records = [DatabaseRecord(engine_for(url, 6), course) for _ in range(2)]
+    migrate(records[0].engine)
+    records[0].enrol([("ada", "Ada")])
+    start = threading.Barrier(24)
+    outcomes: list = []
+
+    def submit(i: int) -> None:
+        key = f"shared-{i % 3}" if i < 12 else f"own-{i}"     # 3 keys, 4 threads each
+        attempt = Attempt("ada", "ex", "h" * 64, "d" * 64, None, 0.0, False, None,
+                          dt.datetime.now(dt.UTC), key)
+        start.wait()
+        try:
+            outcomes.append((key, records[i % 2].record_attempt(attempt, 5, generation=0)))
+        except AttemptsExhausted:
+            outcomes.append((key, None))
+
+    threads = [threading.Thread(target=submit, args=(i,)) for i in range(24)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    stored = records[0].attempts("ada")
+    assert [a["attempt"] for a in stored] == [1, 2, 3, 4, 5]
+    first = {}
+    for key, done in outcomes:
+        if done is not None:
+            # every answer about a key names the one attempt stored for it
+            assert first.setdefault(key, done.number) == done.number
+    assert len(first) == 5 and sorted(first.values()) == [1, 2, 3, 4, 5]
+    assert sum(done is not None and not done.repeated for _, done in outcomes) == 5
+    for r in records:
+        r.close()

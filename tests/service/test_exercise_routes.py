@@ -253,7 +253,7 @@ class CountingStore(NoRecord):
     def attempts_used(self, student, exercise_id):
         return self.attempts.get((student, exercise_id), 0)
 
-    def record_attempt(self, attempt, max_attempts):
+    def record_attempt(self, attempt, max_attempts, generation=None):
         key = (attempt.student, attempt.idempotency_key)
         if attempt.idempotency_key and key in self.keys:
             return Recorded(self.keys[key], repeated=True,

@@ -17,7 +17,9 @@ and never holds the token in script or storage). Then:
 Every refusal here says ``"access": true`` in its error body: the page shows it at the
 sign-in, never under the student's formula. A revoked token (an older generation than
 the database's) is refused by the routes that touch the record (`current_student`), in a
-worker thread: the database is never read on the event loop.
+worker thread: the database is never read on the event loop. A submission checks it
+inside the transaction that records the attempt instead (`revoked`), under the student's
+lock: no read of its own before.
 """
 
 from __future__ import annotations
@@ -158,17 +160,22 @@ def personal_claims(request: Any) -> Claims | None:
     return identity.claims
 
 
-async def current_student(request: Any) -> Claims | None:
+def revoked() -> ApiError:
+    return refusal(401, "token_revoked", "this token was revoked; ask your instructor for a"
+                   " new one", challenge="invalid_token")
+
+
+async def current_student(request: Any, *, recorded: bool = False) -> Claims | None:
     """`personal_claims`, with the generation checked against the record (a revoked
-    token: 401 token_revoked)."""
+    token: 401 token_revoked). ``recorded``: the route records in a transaction that
+    checks the generation itself (a submission), so no read here."""
     claims = personal_claims(request)
     record = getattr(request.app.state, "record", None)
-    if claims is None or record is None:
+    if claims is None or record is None or recorded:
         return claims
     gen = await run_in_threadpool(record.generation, claims.sub)
     if claims.gen != gen:
-        raise refusal(401, "token_revoked", "this token was revoked; ask your instructor"
-                      " for a new one", challenge="invalid_token")
+        raise revoked()
     return claims
 
 

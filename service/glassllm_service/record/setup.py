@@ -37,7 +37,7 @@ def prepare_record(settings: Settings, workers: int = 1) -> None:
         print(connection_budget(record.engine, settings.replicas, workers,
                                 settings.db_pool_size), file=sys.stderr)
         record.prune(settings.record_retention_days)
-        record.engine.dispose()
+        record.close()
     except RecordError as exc:
         raise SystemExit(f"glassllm-sandbox: {exc}") from None
     except Exception as exc:            # unreachable, refused, a wrong URL: named, no trace

@@ -15,14 +15,51 @@ from __future__ import annotations
 
 import contextlib
 import datetime as dt
+import fcntl
+import os
+import re
 import threading
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 
 from sqlalchemy import Connection, Engine, text
 
-from glassllm.course.attempts import Attempt, AttemptsExhausted, KeyReused, Recorded
+from glassllm.course.attempts import Attempt, AttemptsExhausted, KeyReused, Recorded, Revoked
 from glassllm_service.record.database import now_text, writer
+
+
+class WriterTurn:
+    """One SQLite writer at a time, woken as soon as the writer before it is done: the
+    worker's threads queue on a lock, the workers (processes) on ``flock`` of a file
+    beside the database (``record.sqlite3.turn``), which the kernel hands over at once.
+    SQLite's own lock stays the rule; this only orders who asks for it, so a writer
+    rarely meets SQLITE_BUSY and its sleeping busy handler. An in-memory database has no
+    file and no other process: the lock alone."""
+
+    def __init__(self, database: str | None) -> None:
+        self._lock = threading.Lock()
+        self._fd = None
+        if database and database != ":memory:":
+            self._fd = os.open(f"{database}.turn", os.O_RDWR | os.O_CREAT, 0o600)
+
+    def __enter__(self) -> None:
+        self._lock.acquire()
+        if self._fd is not None:
+            try:
+                fcntl.flock(self._fd, fcntl.LOCK_EX)     # blocks without the GIL
+            except BaseException:
+                self._lock.release()
+                raise
+
+    def __exit__(self, *exc: object) -> None:
+        if self._fd is not None:
+            fcntl.flock(self._fd, fcntl.LOCK_UN)
+        self._lock.release()
+
+    def close(self) -> None:
+        if self._fd is not None:
+            os.close(self._fd)
+            self._fd = None
 
 
 @dataclass(frozen=True)
@@ -30,6 +67,55 @@ class Student:
     student: str
     display_name: str | None
     generation: int
+
+
+# An attempt's context, read after the student's lock: the attempts and hints counted,
+# the idempotency key's earlier attempt (NULLs when it is new).
+COUNTS = text(
+    "SELECT (SELECT COUNT(*) FROM attempts WHERE course = :c AND student = :s AND"
+    " exercise_id = :e), (SELECT COUNT(*) FROM hints WHERE course = :c AND student = :s AND"
+    " exercise_id = :e), a.exercise_id, a.attempt_no FROM (SELECT 1 AS one) AS one LEFT"
+    " JOIN attempts a ON a.course = :c AND a.student = :s AND a.idempotency_key = :k")
+# The same with the student's generation first (NULL: no row yet), for SQLite.
+GENERATION_AND_COUNTS = text(
+    "SELECT st.generation, (SELECT COUNT(*) FROM attempts WHERE course = :c AND student = :s"
+    " AND exercise_id = :e), (SELECT COUNT(*) FROM hints WHERE course = :c AND student = :s"
+    " AND exercise_id = :e), a.exercise_id, a.attempt_no FROM (SELECT 1 AS one) AS one"
+    " LEFT JOIN students st ON st.course = :c AND st.student = :s LEFT JOIN attempts a ON"
+    " a.course = :c AND a.student = :s AND a.idempotency_key = :k")
+
+
+INSERT_ATTEMPT = text(
+    "INSERT INTO attempts (course, student, exercise_id, attempt_no, content_hash,"
+    " verdict_digest, pattern, score, passed, hints_used, idempotency_key, created_at)"
+    " VALUES (:c, :s, :e, :n, :h, :d, :p, :score, :passed, :hints, :k, :t)")
+# The same statements for psycopg itself (its pipeline mode), in its parameter style.
+PG_LOCK = ("SELECT generation FROM students WHERE course = %(c)s AND student = %(s)s"
+           " FOR UPDATE")
+PG_COUNTS = re.sub(r":(\w+)", r"%(\1)s", COUNTS.text)
+PG_INSERT_ATTEMPT = re.sub(r":(\w+)", r"%(\1)s", INSERT_ATTEMPT.text)
+
+
+def _decide(course: str, attempt: Attempt, max_attempts: int | None,
+            generation: int | None, gen: int, used: int, hints: int, before_ex: str | None,
+            before_no: int | None) -> Recorded | dict:
+    """What to do with an attempt, from what the locked transaction read: the earlier
+    attempt of its idempotency key (`Recorded`, repeated), or the new row's values;
+    `Revoked`, `KeyReused` or `AttemptsExhausted` raised."""
+    if generation is not None and generation != gen:
+        raise Revoked(generation, int(gen))
+    used = int(used)
+    if before_ex is not None:
+        if before_ex != attempt.exercise_id:
+            raise KeyReused(before_ex)
+        return Recorded(int(before_no), repeated=True, used=used)
+    if max_attempts is not None and used >= max_attempts:
+        raise AttemptsExhausted(used, max_attempts)
+    return {"c": course, "s": attempt.student, "e": attempt.exercise_id, "n": used + 1,
+            "h": attempt.content_hash, "d": attempt.verdict_digest, "p": attempt.pattern,
+            "score": float(attempt.score), "passed": bool(attempt.passed),
+            "hints": int(hints) if attempt.hints_used is None else attempt.hints_used,
+            "k": attempt.idempotency_key, "t": now_text(attempt.created_at)}
 
 
 class DatabaseRecord:
@@ -41,10 +127,17 @@ class DatabaseRecord:
         self.engine, self.course = engine, course
         self._writes = writer(engine)
         self._pg = engine.dialect.name == "postgresql"
-        # SQLite has one writer at a time per file; a worker's threads take turns here
-        # rather than in SQLite's busy handler, whose sleeps (up to 100 ms each) would be
-        # the tail of every contended submission. PostgreSQL locks rows: no turn here.
-        self._turn = contextlib.nullcontext() if self._pg else threading.Lock()
+        # SQLite has one writer at a time per file; writers take turns here rather than in
+        # SQLite's busy handler, whose sleeps (1, 2, 5, 10 ... 100 ms, whatever the
+        # holder's progress) would be the tail of every contended submission. PostgreSQL
+        # locks rows: no turn here.
+        self._turn = contextlib.nullcontext() if self._pg else \
+            WriterTurn(engine.url.database)
+
+    def close(self) -> None:
+        self.engine.dispose()
+        if isinstance(self._turn, WriterTurn):
+            self._turn.close()
 
     @contextlib.contextmanager
     def _write(self) -> Iterator[Connection]:
@@ -115,33 +208,73 @@ class DatabaseRecord:
             conn.rollback()
         return int(n)
 
-    def record_attempt(self, attempt: Attempt, max_attempts: int | None) -> Recorded:
-        key = {"c": self.course, "s": attempt.student, "e": attempt.exercise_id}
+    def record_attempt(self, attempt: Attempt, max_attempts: int | None,
+                       generation: int | None = None) -> Recorded:
+        """The attempt numbered and committed in one transaction, under the student's lock:
+        the token's `generation` checked (`Revoked`), the hints counted (when the
+        attempt's ``hints_used`` is None), the idempotency key looked up, ``max_attempts``
+        enforced. Nothing is read before it: each round trip to the database is a wait
+        for a core and for this worker's GIL, and on a loaded machine those waits, not
+        the statements, are most of what the record costs a submission."""
+        key = {"c": self.course, "s": attempt.student, "e": attempt.exercise_id,
+               "k": attempt.idempotency_key}
+        if self._pg:
+            done = self._record_pipelined(attempt, max_attempts, generation, key)
+            if done is not None:
+                return done
         with self._write() as conn:
-            self._lock_student(conn, attempt.student)
-            # the count and the key's earlier attempt in one round trip
-            used, before_ex, before_no = conn.execute(text(
-                "SELECT (SELECT COUNT(*) FROM attempts WHERE course = :c AND student = :s"
-                " AND exercise_id = :e), a.exercise_id, a.attempt_no FROM (SELECT 1 AS one)"
-                " AS one LEFT JOIN attempts a ON a.course = :c AND a.student = :s AND"
-                " a.idempotency_key = :k"), {**key, "k": attempt.idempotency_key}).one()
-            used = int(used)
-            if before_ex is not None:
-                if before_ex != attempt.exercise_id:
-                    raise KeyReused(before_ex)
-                return Recorded(int(before_no), repeated=True, used=used)
-            if max_attempts is not None and used >= max_attempts:
-                raise AttemptsExhausted(used, max_attempts)
-            conn.execute(text(
-                "INSERT INTO attempts (course, student, exercise_id, attempt_no, content_hash,"
-                " verdict_digest, pattern, score, passed, hints_used, idempotency_key,"
-                " created_at) VALUES (:c, :s, :e, :n, :h, :d, :p, :score, :passed, :hints,"
-                " :k, :t)"),
-                {**key, "n": used + 1, "h": attempt.content_hash, "d": attempt.verdict_digest,
-                 "p": attempt.pattern, "score": float(attempt.score),
-                 "passed": bool(attempt.passed), "hints": attempt.hints_used,
-                 "k": attempt.idempotency_key, "t": now_text(attempt.created_at)})
-        return Recorded(used + 1, repeated=False, used=used + 1)
+            if self._pg:
+                # the row lock first, then the counts in a statement of their own: under
+                # READ COMMITTED a statement sees the commits made before it started, so
+                # counts read in the locking statement could miss the last holder's
+                gen = self._lock_student(conn, attempt.student)
+                context = conn.execute(COUNTS, key).one()
+            else:
+                # BEGIN IMMEDIATE holds the file's write lock: one statement reads all
+                gen, *context = conn.execute(GENERATION_AND_COUNTS, key).one()
+                if gen is None:
+                    gen = self._lock_student(conn, attempt.student)
+            decided = _decide(self.course, attempt, max_attempts, generation, gen, *context)
+            if isinstance(decided, Recorded):
+                return decided
+            conn.execute(INSERT_ATTEMPT, decided)
+        return Recorded(decided["n"], repeated=False, used=decided["n"])
+
+    def _record_pipelined(self, attempt: Attempt, max_attempts: int | None,
+                          generation: int | None, key: dict) -> Recorded | None:
+        """PostgreSQL's `record_attempt` in two round trips instead of five, by psycopg's
+        pipeline mode on a connection of the engine's pool: BEGIN, the lock and the
+        counts sent together (the server still runs them in order, the counts in a
+        statement of their own after the lock), then the INSERT and the COMMIT together.
+        None when the student has no row yet (once per student): the caller's path makes
+        it."""
+        raw = self.engine.raw_connection()           # the pool's, pinged like any other
+        try:
+            pg = raw.driver_connection
+            with pg.pipeline():
+                lock = pg.execute(PG_LOCK, key)
+                counts = pg.execute(PG_COUNTS, key)
+                row, context = lock.fetchone(), counts.fetchone()     # one round trip
+                if row is None:
+                    pg.rollback()
+                    return None
+                try:
+                    decided = _decide(self.course, attempt, max_attempts, generation, row[0],
+                                      *context)
+                except Exception:
+                    pg.rollback()
+                    raise
+                if isinstance(decided, Recorded):
+                    pg.rollback()
+                    return decided
+                pg.execute(PG_INSERT_ATTEMPT, decided)
+                pg.commit()                           # sent with the INSERT at the exit
+            return Recorded(decided["n"], repeated=False, used=decided["n"])
+        except BaseException:
+            raw.invalidate()       # whatever state the pipeline left: never back to the pool
+            raise
+        finally:
+            raw.close()
 
     def hints_used(self, student: str, exercise_id: str) -> int:
         with self.engine.connect() as conn:

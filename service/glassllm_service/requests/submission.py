@@ -23,7 +23,7 @@ import numpy as np
 import orjson
 
 from glassllm.course import Exercise, build_case, grade
-from glassllm.course.attempts import Attempt, AttemptsExhausted, KeyReused
+from glassllm.course.attempts import Attempt, AttemptsExhausted, KeyReused, Revoked
 from glassllm.course.cases import Case
 from glassllm.sandbox.wire import coerce, encode_array
 from glassllm_service.admission import INLINE_COST
@@ -33,6 +33,7 @@ from glassllm_service.course_state import CourseState
 from glassllm_service.envelope import Envelope, read
 from glassllm_service.http_errors import ApiError
 from glassllm_service.markdown_tree import tree
+from glassllm_service.record.access import revoked
 from glassllm_service.settings import Settings
 
 SEND = '{"answers": {...}}'
@@ -152,12 +153,13 @@ def prepare_view(course: CourseState, exercise: Exercise, student: str) -> View:
 class Submission:
     """A submission past every check, to grade."""
 
-    __slots__ = ("answers", "course", "exercise", "key", "reveal", "student")
+    __slots__ = ("answers", "course", "exercise", "generation", "key", "reveal", "student")
 
     def __init__(self, course: CourseState, exercise: Exercise, student: str, answers: dict,
-                 key: str | None, reveal: bool) -> None:
+                 key: str | None, reveal: bool, generation: int | None = None) -> None:
         self.course, self.exercise, self.student = course, exercise, student
         self.answers, self.key, self.reveal = answers, key, reveal
+        self.generation = generation        # the signed-in token's: checked as it records
 
     @property
     def cost(self) -> tuple[int, int]:
@@ -182,10 +184,12 @@ class Submission:
         attempt = Attempt(self.student, ex.id, ex.content_hash,
                           hashlib.sha256(orjson.dumps(public, option=orjson.OPT_SORT_KEYS)
                                          ).hexdigest(), first_wrong, score,
-                          passed == total, course.attempts.hints_used(self.student, ex.id),
-                          course.now(), self.key)
+                          passed == total, None, course.now(), self.key)
         try:
-            recorded = course.attempts.record_attempt(attempt, ex.max_attempts)
+            recorded = course.attempts.record_attempt(attempt, ex.max_attempts,
+                                                      self.generation)
+        except Revoked:
+            raise revoked() from None
         except AttemptsExhausted as exc:
             raise no_attempts_left(ex, exc.used) from None
         except KeyReused as exc:
@@ -225,9 +229,11 @@ def no_attempts_left(ex: Exercise, used: int) -> ApiError:
 
 
 def prepare_submit(body: Any, maybe_bools: bool, settings: Settings, course: CourseState,
-                   ex: Exercise, student_of: Any) -> Submission:
+                   ex: Exercise, student_of: Any, generation: int | None = None
+                   ) -> Submission:
     """Every check of a submission, no compute: the body, the student, the answers' keys
-    and sizes, the exercise's window and attempts."""
+    and sizes, the exercise's window and attempts. `generation`: the signed-in token's,
+    for the record to check as it records."""
     read(body, SUBMIT)
     student = student_of(body.get("student"))
     if course.course and ex.closes is not None and course.now() >= ex.closes:
@@ -262,7 +268,7 @@ def prepare_submit(body: Any, maybe_bools: bool, settings: Settings, course: Cou
                                max_elements=limit)
     check_answer(4 * sum(int(np.size(a)) for a in answers.values()), settings,
                  input="answers", what="the answers, their digits and verdicts")
-    return Submission(course, ex, student, answers, key, reveal)
+    return Submission(course, ex, student, answers, key, reveal, generation)
 
 
 def answer_keys(course: CourseState, ex: Exercise) -> list[str]:

@@ -52,13 +52,15 @@ async def submit(exercise_id: str, request: Request, settings: SettingsDep,
                  student: StudentQuery = None, x_student_id: StudentHeader = None) -> Response:
     course = request.app.state.course
     exercise = course.exercise(exercise_id)
-    signed = await current_student(request)
+    # a revoked token is refused by the transaction that records the attempt
+    signed = await current_student(request, recorded=True)
 
     def prepare(body, maybe_bools, settings):
         return submission.prepare_submit(
             body, maybe_bools, settings, course, exercise,
             lambda given: course.student(x_student_id, student, given,
-                                         signed=signed and signed.sub))
+                                         signed=signed and signed.sub),
+            generation=signed and signed.gen)
 
     return await compute.answer(request, settings, prepare, send=submission.SEND)
 
