@@ -105,10 +105,14 @@ function onScreen(node, px = 80) {
  *  guide, bring the result's top under the bar when it is off screen. */
 export function revealResult() {
   const guide = $("#guide");
-  const target = state.guide && !guide.hidden ? guide : $("#results-title");
-  if (target === guide || !onScreen($("#output"))) {
-    const top = target.getBoundingClientRect().top + window.scrollY - barHeight() - 8;
-    window.scrollTo({ top: Math.max(0, top), behavior: "instant" });
+  const guided = state.guide && !guide.hidden;
+  if (guided || !onScreen($("#output"))) {
+    // On a wide screen the guide is sticky: its box sits under the bar wherever the page
+    // is scrolled, so its row's top is the result's (in the flow beside it). On a phone
+    // the guide is in the flow above the result. The higher of the two is the row's top.
+    const tops = guided ? [guide, $(".results")] : [$("#results-title")];
+    const top = Math.min(...tops.map((n) => n.getBoundingClientRect().top)) + window.scrollY;
+    window.scrollTo({ top: Math.max(0, top - barHeight() - 8), behavior: "instant" });
   }
 }
 

@@ -83,6 +83,10 @@ function wire() {
 }
 
 async function main() {
+  // The page places the view itself once its parts have loaded (a lesson's guide and
+  // result, an exercise): the browser's own restore on a reload ran before they had,
+  // and landed somewhere in the middle of the case.
+  if ("scrollRestoration" in history) history.scrollRestoration = "manual";
   wire();
   try {
     await load();

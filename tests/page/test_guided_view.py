@@ -125,6 +125,37 @@ def test_a_lesson_link_opens_it_and_an_edit_is_noticed_then_undone(browser, url)
 
 
 @pytest.mark.parametrize("size", SIZES, ids=IDS)
+def test_a_reload_or_the_next_lesson_puts_the_guide_and_its_result_under_the_bar(browser, url,
+                                                                                   size):
+    """Scrolled far down, a reload of a lesson link lands where the link did (the
+    browser's own restore ran before the page had laid the lesson out), and Next brings
+    the next lesson's guide and result under the Run bar (the wide screen's guide is
+    sticky: its box said nothing of where its row starts)."""
+    context, pg, errors = open_page(browser, url, size, "/#lesson=rope")
+
+    def row_top() -> float:           # the guide's row: beside the result, or above it
+        return min(rect(pg, "#guide")["top"], rect(pg, ".results")["top"])
+
+    try:
+        pg.wait_for_selector('body[data-lesson="rope"]')
+        bar = rect(pg, ".action-bar")["bottom"]
+        placed, top = pg.evaluate("scrollY"), row_top()
+        assert placed > 0 and bar <= top <= bar + 16
+        pg.evaluate("window.scrollTo(0, 1500)")
+        pg.reload()
+        pg.wait_for_selector('body[data-lesson="rope"]')
+        assert pg.evaluate("scrollY") == placed and row_top() == top
+        pg.evaluate("window.scrollTo(0, 1500)")
+        pg.click("#guide-next")
+        pg.wait_for_selector('body[data-lesson="swiglu"]')
+        assert bar <= row_top() <= bar + 16
+        assert rect(pg, "#results-title")["top"] < size[1]           # the result in view
+    finally:
+        context.close()
+    assert errors == []
+
+
+@pytest.mark.parametrize("size", SIZES, ids=IDS)
 def test_attention_one_head_at_a_time_weights_beside_gradients_fits_the_window(browser, url,
                                                                                size):
     context, pg, errors = open_page(browser, url, size)
