@@ -50,6 +50,7 @@ class Recorded:
     number: int | None
     repeated: bool = False
     used: int | None = None
+    digest: str | None = None    # repeated: the verdict digest the key's attempt recorded
 
 
 class AttemptsExhausted(Exception):
@@ -69,10 +70,13 @@ class Revoked(Exception):
 
 
 class KeyReused(Exception):
-    """An idempotency key the student already used for another exercise."""
+    """An idempotency key the student already used for another exercise, or for this
+    exercise with other answers (``exercise_id`` None)."""
 
-    def __init__(self, exercise_id: str) -> None:
-        super().__init__(f"this idempotency key was used for exercise {exercise_id!r}")
+    def __init__(self, exercise_id: str | None) -> None:
+        super().__init__(f"this idempotency key was used for exercise {exercise_id!r}"
+                         if exercise_id is not None else
+                         "this idempotency key was used for a submission with other answers")
         self.exercise_id = exercise_id
 
 
@@ -92,7 +96,9 @@ class AttemptStore(Protocol):
         """Record one attempt, atomically refusing one past `max_attempts`
         (`AttemptsExhausted`) and, when `generation` (the token's) is given and the
         student's is another, refusing it (`Revoked`); the same (student, idempotency
-        key) returns the earlier attempt with ``repeated`` true."""
+        key) returns the earlier attempt with ``repeated`` true when its verdict digest
+        is the same (a retry of the same submission), and raises `KeyReused` when it is
+        not (a key reused for other answers must not get them graded for free)."""
 
     def hints_used(self, student: str, exercise_id: str) -> int:
         """Hints revealed to this student for this exercise."""

@@ -60,6 +60,28 @@ def test_the_same_idempotency_key_counts_once(course):
     assert len(course.app.state.record.attempts("ada")) == 1
 
 
+def test_a_key_reused_with_other_answers_is_refused_never_graded(course):
+    """A retry is the same submission; the same key with other answers would be free
+    feedback past max_attempts, and a score the record does not hold: 409, no verdict."""
+    token = keyring().issue("ada", days=1)
+    first = submit(course, token, right=False, key="k-1").json()
+    assert first["passed"] is False and first["attempt"]["number"] == 1
+    other = submit(course, token, right=True, key="k-1")
+    assert other.status_code == 409
+    assert other.json()["error"]["code"] == "idempotency_key_reused"
+    assert "answers" not in other.json() and "score" not in other.json()
+    for _ in range(2):
+        assert submit(course, token, right=False).status_code == 200     # 3 of 3 used
+    again = submit(course, token, right=False, key="k-1").json()       # the retry itself
+    assert again["attempt"] == {"number": 1, "recorded": True, "repeated": True, "max": 3,
+                                "remaining": 0}
+    assert again["answers"] == first["answers"] and again["score"] == first["score"] == 0.0
+    late = submit(course, token, right=True, key="k-1")                 # still no way in
+    assert late.status_code == 409 and "answers" not in late.json()
+    rows = course.app.state.record.attempts("ada")
+    assert [(r["attempt"], r["score"]) for r in rows] == [(1, 0.0), (2, 0.0), (3, 0.0)]
+
+
 def test_max_attempts_is_enforced_by_the_record(course):
     token = keyring().issue("ada", days=1)
     for _ in range(3):

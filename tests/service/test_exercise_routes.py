@@ -12,7 +12,7 @@ import pytest
 from fastapi.testclient import TestClient
 
 from glassllm.course import build_case
-from glassllm.course.attempts import AttemptsExhausted, NoRecord, Recorded
+from glassllm.course.attempts import AttemptsExhausted, KeyReused, NoRecord, Recorded
 from glassllm_service.app import create_app
 from glassllm_service.markdown_tree import tree
 from glassllm_service.settings import Settings
@@ -256,14 +256,17 @@ class CountingStore(NoRecord):
     def record_attempt(self, attempt, max_attempts, generation=None):
         key = (attempt.student, attempt.idempotency_key)
         if attempt.idempotency_key and key in self.keys:
-            return Recorded(self.keys[key], repeated=True,
+            number, digest = self.keys[key]
+            if digest != attempt.verdict_digest:
+                raise KeyReused(None)
+            return Recorded(number, repeated=True, digest=digest,
                             used=self.attempts_used(attempt.student, attempt.exercise_id))
         used = self.attempts_used(attempt.student, attempt.exercise_id)
         if max_attempts is not None and used >= max_attempts:
             raise AttemptsExhausted(used, max_attempts)
         self.attempts[(attempt.student, attempt.exercise_id)] = used + 1
         if attempt.idempotency_key:
-            self.keys[key] = used + 1
+            self.keys[key] = (used + 1, attempt.verdict_digest)
         return Recorded(used + 1, used=used + 1)
 
     def hints_used(self, student, exercise_id):

@@ -74,15 +74,16 @@ class Student:
 COUNTS = text(
     "SELECT (SELECT COUNT(*) FROM attempts WHERE course = :c AND student = :s AND"
     " exercise_id = :e), (SELECT COUNT(*) FROM hints WHERE course = :c AND student = :s AND"
-    " exercise_id = :e), a.exercise_id, a.attempt_no FROM (SELECT 1 AS one) AS one LEFT"
-    " JOIN attempts a ON a.course = :c AND a.student = :s AND a.idempotency_key = :k")
+    " exercise_id = :e), a.exercise_id, a.attempt_no, a.verdict_digest FROM (SELECT 1 AS"
+    " one) AS one LEFT JOIN attempts a ON a.course = :c AND a.student = :s AND"
+    " a.idempotency_key = :k")
 # The same with the student's generation first (NULL: no row yet), for SQLite.
 GENERATION_AND_COUNTS = text(
     "SELECT st.generation, (SELECT COUNT(*) FROM attempts WHERE course = :c AND student = :s"
     " AND exercise_id = :e), (SELECT COUNT(*) FROM hints WHERE course = :c AND student = :s"
-    " AND exercise_id = :e), a.exercise_id, a.attempt_no FROM (SELECT 1 AS one) AS one"
-    " LEFT JOIN students st ON st.course = :c AND st.student = :s LEFT JOIN attempts a ON"
-    " a.course = :c AND a.student = :s AND a.idempotency_key = :k")
+    " AND exercise_id = :e), a.exercise_id, a.attempt_no, a.verdict_digest FROM (SELECT 1"
+    " AS one) AS one LEFT JOIN students st ON st.course = :c AND st.student = :s LEFT JOIN"
+    " attempts a ON a.course = :c AND a.student = :s AND a.idempotency_key = :k")
 
 
 INSERT_ATTEMPT = text(
@@ -98,17 +99,20 @@ PG_INSERT_ATTEMPT = re.sub(r":(\w+)", r"%(\1)s", INSERT_ATTEMPT.text)
 
 def _decide(course: str, attempt: Attempt, max_attempts: int | None,
             generation: int | None, gen: int, used: int, hints: int, before_ex: str | None,
-            before_no: int | None) -> Recorded | dict:
+            before_no: int | None, before_digest: str | None) -> Recorded | dict:
     """What to do with an attempt, from what the locked transaction read: the earlier
-    attempt of its idempotency key (`Recorded`, repeated), or the new row's values;
-    `Revoked`, `KeyReused` or `AttemptsExhausted` raised."""
+    attempt of its idempotency key (`Recorded`, repeated: the same submission again), or
+    the new row's values; `Revoked`, `KeyReused` (the key's attempt was of another
+    exercise, or gave another verdict: other answers) or `AttemptsExhausted` raised."""
     if generation is not None and generation != gen:
         raise Revoked(generation, int(gen))
     used = int(used)
     if before_ex is not None:
         if before_ex != attempt.exercise_id:
             raise KeyReused(before_ex)
-        return Recorded(int(before_no), repeated=True, used=used)
+        if before_digest != attempt.verdict_digest:
+            raise KeyReused(None)
+        return Recorded(int(before_no), repeated=True, used=used, digest=before_digest)
     if max_attempts is not None and used >= max_attempts:
         raise AttemptsExhausted(used, max_attempts)
     return {"c": course, "s": attempt.student, "e": attempt.exercise_id, "n": used + 1,
