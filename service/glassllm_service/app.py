@@ -20,6 +20,7 @@ from glassllm_service.files import remove_private_dirs
 from glassllm_service.hop import NoHopByHop
 from glassllm_service.observability import Observability
 from glassllm_service.record.access import CourseAccess, Gate
+from glassllm_service.record.setup import install_errors as install_record_errors
 from glassllm_service.record.setup import keyring_of, open_record
 from glassllm_service.routes import (
     contract,
@@ -70,6 +71,8 @@ def create_app(settings: Settings | None = None, attempts: AttemptStore | None =
     app.state.course = CourseState.from_settings(settings, attempts)   # exercises: a bad
     # file stops here (glassllm-sandbox checks it before starting its workers)
     http_errors.install(app)
+    if app.state.record is not None:
+        install_record_errors(app)
     # The busiest routes, every op's POST among them, are the app's own first routes: its
     # router matches them before any other, without FastAPI's included-router step.
     app.router.routes[:0] = allow_head(ops.router).routes

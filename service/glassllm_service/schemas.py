@@ -221,6 +221,11 @@ HEADERS = {
 }
 
 
+# The 503 of a route that reads or writes the class record (course mode).
+RECORD_DOWN = ("the class record's database is not answering (`record_unavailable`, with"
+               " Retry-After); nothing was recorded")
+
+
 def error_responses(*statuses: int, why: dict[int, str] | None = None) -> dict[int, dict]:
     """FastAPI ``responses=`` for these error statuses: each the error envelope
     (`ErrorBody`), a description (`WHY`, or `why` for this route) and its headers."""
@@ -251,6 +256,8 @@ class Ready(BaseModel):
     busy: int = Field(description="compute slots in use in this worker process")
     capacity: int = Field(description="compute slots of this worker process")
     waiting: int = Field(description="requests of this worker waiting for a slot")
+    record: str | None = Field(None, description="course mode with a record: its database,"
+                               " `ok` or why not (the sandbox stays ready without it)")
 
 
 class BatchResult(BaseModel):

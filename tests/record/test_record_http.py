@@ -287,3 +287,48 @@ def test_the_records_get_routes_answer_head(course):
         r, g = course.head(path, headers=prof), course.get(path, headers=prof)
         assert r.status_code == g.status_code == 200, path
         assert r.content == b"" and r.headers["content-type"] == g.headers["content-type"]
+
+
+def test_a_database_that_stops_answering_is_a_503_to_retry_and_readyz_says_so(
+        tmp_path, monkeypatch, caplog):
+    """PostgreSQL stopped under a running sandbox: a submission is 503 record_unavailable
+    with Retry-After and one log line (no traceback, no 500 "this is a bug"); /readyz
+    stays ready and says the record is unavailable; the compute routes still answer."""
+    from postgres_server import running_postgres
+
+    for key, value in environment(tmp_path).items():
+        monkeypatch.setenv(key, value)
+    token = keyring().issue("ada", days=1)
+    with running_postgres() as url:
+        monkeypatch.setenv("GLASSLLM_DATABASE_URL", url)
+        client = TestClient(create_app(Settings()))
+        client.root = tmp_path
+        assert submit(client, token, key="k-1").json()["attempt"]["number"] == 1
+        assert client.get("/readyz").json()["record"] == "ok"
+    # the server is gone: its connections in the pool are dead, new ones are refused
+    caplog.clear()
+    for key in ("k-2", "k-2"):
+        r = submit(client, token, key=key)
+        assert r.status_code == 503, r.text
+        assert r.json()["error"]["code"] == "record_unavailable"
+        assert r.headers["retry-after"] == "5"
+    lines = [rec for rec in caplog.records if rec.name == "glassllm.service"]
+    assert lines and all(rec.levelname == "WARNING" and rec.exc_info is None
+                         and "record database unavailable" in rec.getMessage()
+                         for rec in lines)
+    prof = keyring().issue("prof", "instructor", days=1)
+    for method, path, body, who in (
+            ("get", EX, None, token), ("post", f"{EX}/hints", None, token),
+            ("get", "/api/v1/record/attempts", None, token),
+            ("get", "/api/v1/record/gradebook.csv", None, prof),
+            ("post", "/api/v1/session", {"token": token}, None)):
+        r = client.request(method.upper(), path, json=body,
+                           headers=bearer(who) if who else {})
+        assert (r.status_code, r.json()["error"]["code"]) == (503, "record_unavailable"), path
+    who = client.get("/api/v1/session", headers=bearer(token)).json()    # always 200
+    assert who["signed_in"] is False and who["problem"]["code"] == "record_unavailable"
+    ready = client.get("/readyz")
+    assert ready.status_code == 200 and ready.json()["record"] == "unavailable"
+    assert client.post("/api/v1/eval", headers=bearer(token), json={
+        "expression": "x.sum()", "variables": {"x": [1.0, 2.0]}}).json()["grads"]["x"] == [
+            1.0, 1.0]

@@ -44,6 +44,30 @@ class RecordError(RuntimeError):
     """The record's database cannot be used as configured (one line saying why)."""
 
 
+def unavailable_errors() -> tuple[type[BaseException], ...]:
+    """The exceptions that mean the database is not answering now — down, restarting,
+    unreachable, its pool exhausted for `pool_timeout`, SQLite's lock held past the busy
+    timeout — as opposed to a wrong query (a bug). SQLAlchemy's, and psycopg's own (the
+    pipelined write talks to psycopg directly)."""
+    from sqlalchemy import exc
+    kinds: list[type[BaseException]] = [exc.OperationalError, exc.InterfaceError,
+                                        exc.DisconnectionError, exc.TimeoutError]
+    try:
+        import psycopg
+    except ImportError:                      # SQLite only: psycopg is not needed
+        pass
+    else:
+        kinds += [psycopg.OperationalError, psycopg.InterfaceError]
+    return tuple(kinds)
+
+
+def describe(exc: BaseException) -> str:
+    """One line about a database error for the log: its class and the first line of its
+    message, any ``scheme://user:password@`` in it hidden."""
+    first = (str(exc).strip().splitlines() or [""])[0][:200]
+    return f"{type(exc).__name__}: " + re.sub(r"(\w+://)[^@\s/]+@", r"\1***@", first)
+
+
 def url_of(database_url: str | None, data_dir: Path) -> str:
     """The SQLAlchemy URL: PostgreSQL through psycopg 3, or the SQLite file."""
     if not database_url:

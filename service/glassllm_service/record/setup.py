@@ -25,6 +25,57 @@ def open_record(settings: Settings, *, apply_migrations: bool = True) -> Databas
     return DatabaseRecord(engine, settings.course_id)
 
 
+RETRY_AFTER_S = 5
+
+
+def install_errors(app) -> None:
+    """A stale token generation found as a submission is recorded (`Revoked`) is the 401
+    ``token_revoked`` of every other route. The database not answering (down,
+    restarting, its pool exhausted) is a 503 with ``Retry-After`` and code
+    ``record_unavailable``, and one warning line in the log — not the 500 "this is a
+    bug" and a traceback per request. Nothing was recorded: a retry
+    with the same idempotency key is counted once."""
+    import logging
+
+    from glassllm.course.attempts import Revoked
+    from glassllm_service.http_errors import ApiError, error_response
+    from glassllm_service.record.access import revoked
+    from glassllm_service.record.database import describe, unavailable_errors
+
+    log = logging.getLogger("glassllm.service")
+
+    async def unavailable(request, exc) -> object:
+        log.warning("record database unavailable on %s %s: %s", request.method,
+                    request.url.path, describe(exc))
+        return error_response(ApiError(
+            503, "record_unavailable", "the class record's database is not answering; nothing"
+            f" was recorded: try again in {RETRY_AFTER_S} s (the same idempotency_key counts"
+            " once)", headers={"Retry-After": str(RETRY_AFTER_S)}))
+
+    async def revoked_token(request, exc) -> object:
+        return error_response(revoked())
+
+    for kind in unavailable_errors():
+        app.add_exception_handler(kind, unavailable)
+    # a submission's record found the token's generation stale, under the student's lock
+    app.add_exception_handler(Revoked, revoked_token)
+
+
+async def record_status(record: DatabaseRecord, timeout: float = 2.0) -> str:
+    """``ok``, or why not: what ``/readyz`` says of the record's database (one ``SELECT 1``
+    through the pool, waited for at most `timeout` seconds)."""
+    import asyncio
+
+    from starlette.concurrency import run_in_threadpool
+    try:
+        await asyncio.wait_for(run_in_threadpool(record.ping), timeout)
+    except TimeoutError:
+        return f"no answer within {timeout:g} s"
+    except Exception:                 # down, unreachable: the kind is in the 503s' log lines
+        return "unavailable"
+    return "ok"
+
+
 def prepare_record(settings: Settings, workers: int = 1) -> None:
     """At ``glassllm-sandbox``'s start, before the workers: the migrations applied, the
     retention enforced, the connection budget checked (one line either way); a problem

@@ -138,6 +138,12 @@ class DatabaseRecord:
         self._turn = contextlib.nullcontext() if self._pg else \
             WriterTurn(engine.url.database)
 
+    def ping(self) -> None:
+        """One ``SELECT 1`` through the pool (raises when the database does not answer)."""
+        with self.engine.connect() as conn:
+            conn.execute(text("SELECT 1"))
+            conn.rollback()
+
     def close(self) -> None:
         self.engine.dispose()
         if isinstance(self._turn, WriterTurn):

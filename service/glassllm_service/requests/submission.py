@@ -23,7 +23,7 @@ import numpy as np
 import orjson
 
 from glassllm.course import Exercise, build_case, grade
-from glassllm.course.attempts import Attempt, AttemptsExhausted, KeyReused, Revoked
+from glassllm.course.attempts import Attempt, AttemptsExhausted, KeyReused
 from glassllm.course.cases import Case
 from glassllm.sandbox.wire import coerce, encode_array
 from glassllm_service.admission import INLINE_COST
@@ -33,7 +33,6 @@ from glassllm_service.course_state import CourseState
 from glassllm_service.envelope import Envelope, read
 from glassllm_service.http_errors import ApiError
 from glassllm_service.markdown_tree import tree
-from glassllm_service.record.access import revoked
 from glassllm_service.settings import Settings
 
 SEND = '{"answers": {...}}'
@@ -185,11 +184,9 @@ class Submission:
                           hashlib.sha256(orjson.dumps(public, option=orjson.OPT_SORT_KEYS)
                                          ).hexdigest(), first_wrong, score,
                           passed == total, None, course.now(), self.key)
-        try:
+        try:     # Revoked (a stale token generation) is the record's 401 (record/setup.py)
             recorded = course.attempts.record_attempt(attempt, ex.max_attempts,
                                                       self.generation)
-        except Revoked:
-            raise revoked() from None
         except AttemptsExhausted as exc:
             raise no_attempts_left(ex, exc.used) from None
         except KeyReused as exc:

@@ -27,6 +27,7 @@ def list_exercises(request: Request) -> Response:
 
 @router.get("/{exercise_id}", response_model=exercise_schemas.ExerciseView,
             responses=schemas.error_responses(403, 404, 422, 503, why={
+                503: schemas.WHY[503] + "; or " + schemas.RECORD_DOWN,
                 403: "course mode: the exercise has not opened yet (`exercise_not_open`)",
                 404: "no exercise of that id (`unknown_exercise`)",
                 422: "a malformed or missing student id"}),
@@ -44,6 +45,7 @@ async def get_exercise(exercise_id: str, request: Request, student: StudentQuery
 @router.post("/{exercise_id}/submit", response_model=exercise_schemas.SubmitResult,
              openapi_extra=submission.BODY,
              responses=schemas.error_responses(403, 404, 413, 415, 422, 503, why={
+                 503: schemas.WHY[503] + "; or " + schemas.RECORD_DOWN,
                  403: "course mode: the exercise is not open, closed, hides the expected"
                       " numbers asked for with reveal, or every attempt is used",
                  404: "no exercise of that id (`unknown_exercise`)"}),
@@ -67,7 +69,8 @@ async def submit(exercise_id: str, request: Request, settings: SettingsDep,
 
 @router.post("/{exercise_id}/hints", response_model=exercise_schemas.HintResult,
              openapi_extra=submission.HINT_BODY,
-             responses=schemas.error_responses(403, 404, 409, 415, 422, why={
+             responses=schemas.error_responses(403, 404, 409, 415, 422, 503, why={
+                 503: schemas.RECORD_DOWN,
                  404: "no exercise of that id, or no hint of that number",
                  409: "with a record attached: an earlier hint is not revealed yet"}),
              summary="Reveal a hint: the next one, or one by its number")

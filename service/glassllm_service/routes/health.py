@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
-from fastapi import APIRouter
+from fastapi import APIRouter, Request
 from starlette.responses import PlainTextResponse, Response
 
 from glassllm.sandbox import registry
 from glassllm_service import metrics
 from glassllm_service.codec import dumps
 from glassllm_service.deps import AdmissionDep
+from glassllm_service.record.setup import record_status
 from glassllm_service.schemas import Health, Ready
 
 router = APIRouter(tags=["health"])
@@ -22,9 +23,15 @@ async def healthz() -> Response:
 
 
 @router.get("/readyz", response_model=Ready, summary="Readiness: the registry is loaded")
-async def readyz(admission: AdmissionDep) -> Response:
+async def readyz(request: Request, admission: AdmissionDep) -> Response:
     body = {"status": "ready", "ops": len(registry.OPS), "busy": admission.running,
             "capacity": admission.capacity, "waiting": admission.waiting}
+    record = getattr(request.app.state, "record", None)
+    if record is not None:
+        # said, not a reason to be unready: the ops, expressions and lessons work without
+        # the record, and a database down would otherwise take every replica out of the
+        # Service at once (docs/record.md)
+        body["record"] = await record_status(record)
     return Response(dumps(body), media_type="application/json")
 
 

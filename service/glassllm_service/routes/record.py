@@ -23,7 +23,9 @@ from glassllm_service.record.access import (
     identity_of,
     refusal,
     require_instructor,
+    revoked,
 )
+from glassllm_service.record.database import unavailable_errors
 
 router = APIRouter(tags=["record"])
 JSON = "application/json"
@@ -53,7 +55,8 @@ def _who(claims) -> dict:
 
 
 @router.post("/api/v1/session", summary="Sign in: trade a course token for the page's cookie",
-             responses=schemas.error_responses(401, 404, 422))
+             responses=schemas.error_responses(401, 404, 422, 503,
+                                                 why={503: schemas.RECORD_DOWN}))
 async def sign_in(request: Request, settings: SettingsDep) -> Response:
     _keyring(request)
     body, _ = await read_json(request, settings, send='{"token": "..."}', queued=False)
@@ -68,8 +71,7 @@ async def sign_in(request: Request, settings: SettingsDep) -> Response:
     record = getattr(request.app.state, "record", None)
     if record is not None and claims.gen != await run_in_threadpool(record.generation,
                                                                      claims.sub):
-        raise refusal(401, "token_revoked", "this token was revoked; ask your instructor"
-                      " for a new one", challenge="invalid_token")
+        raise revoked()
     out = Response(orjson.dumps(_who(claims)), media_type=JSON)
     out.headers["Set-Cookie"] = _cookie(request, token.strip(), claims.exp - int(time.time()))
     out.headers["Cache-Control"] = "no-store"
@@ -93,6 +95,9 @@ async def session(request: Request) -> Response:
             claims = await current_student(request)
         except ApiError as exc:
             problem = exc
+        except unavailable_errors():      # the record's database down: said, still a 200
+            problem = ApiError(503, "record_unavailable", "the class record's database is"
+                               " not answering; try again in a few seconds")
     if claims is None:
         out = {"sign_in": True, "signed_in": False, "problem": None if problem is None
                else {"code": problem.code, "message": problem.message}}
@@ -116,7 +121,8 @@ def _record(request: Request):
 
 
 @router.get("/api/v1/record/attempts", summary="Attempts: your own, or (instructor) a"
-            " student's", responses=schemas.error_responses(401, 403, 404))
+            " student's", responses=schemas.error_responses(
+                401, 403, 404, 503, why={503: schemas.RECORD_DOWN}))
 async def attempts(request: Request, student: Annotated[str | None, Query()] = None
                    ) -> Response:
     _keyring(request)
@@ -130,7 +136,8 @@ async def attempts(request: Request, student: Annotated[str | None, Query()] = N
 
 
 @router.get("/api/v1/record/gradebook.{fmt}", summary="The gradebook (instructors): CSV or"
-            " JSON", responses=schemas.error_responses(401, 403, 404))
+            " JSON", responses=schemas.error_responses(
+                401, 403, 404, 503, why={503: schemas.RECORD_DOWN}))
 async def gradebook(fmt: str, request: Request) -> Response:
     if fmt not in ("csv", "json"):
         raise ApiError(404, "not_found", "the gradebook is gradebook.csv or gradebook.json")
