@@ -39,16 +39,12 @@ from __future__ import annotations
 import asyncio
 import email.utils
 import json
-import math
 import os
 import random
 import time
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import quote
-
-import numpy as np
 
 try:
     import httpx
@@ -76,9 +72,18 @@ from glassllm.apps.client_errors import (
     error_from,
     no_answer,
 )
-from glassllm.apps.client_types import CheckReport, TorchCalls, client_repr, result_picture, typed
+from glassllm.apps.client_types import (
+    BASE64_MIN_ELEMENTS,
+    CheckReport,
+    Result,
+    TorchCalls,
+    client_repr,
+    from_wire,
+    to_wire,
+    typed,
+)
 from glassllm.apps.exercise_client import AsyncExerciseCalls, Exercise, ExerciseCalls, Submitted
-from glassllm.sandbox.wire import BASE64_DTYPES, coerce, encode_array, encode_base64, is_base64
+from glassllm.sandbox.wire import is_base64
 
 try:                    # faster JSON when present (the service extra has it); never required
     import orjson
@@ -123,85 +128,6 @@ __all__ = [  # constants, classes, functions (ruff RUF022): defined here or in c
 
 DEFAULT_URL = "http://127.0.0.1:8000"
 """The sandbox when neither a URL nor ``GLASSLLM_URL`` is given: where ``make run`` serves."""
-BASE64_MIN_ELEMENTS = 64
-"""Arrays with at least this many elements travel as base64: below it the JSON text is as
-short and needs no decoding step on either side."""
-
-
-# --------------------------------------------------------------------------------------
-# arrays on the wire
-# --------------------------------------------------------------------------------------
-
-def to_wire(value: Any, base64_min: int = BASE64_MIN_ELEMENTS) -> Any:
-    """A Python / NumPy value as JSON-ready data, exactly (H3).
-
-    NumPy arrays of at least `base64_min` elements (numbers or booleans) become binary
-    arrays; other arrays and floats become JSON, non-finite floats the string tokens.
-    Lists, tuples and dicts are converted item by item (index objects keep their form).
-    """
-    if isinstance(value, np.ndarray):
-        if value.dtype.kind in "fiub" and value.size >= base64_min:
-            return encode_base64(value)
-        if value.dtype.kind in "fiub":
-            return encode_array(value)
-        return [to_wire(v, base64_min) for v in value.tolist()]
-    if isinstance(value, np.generic):
-        value = value.item()
-    if isinstance(value, float):
-        return value if math.isfinite(value) else encode_array(np.float64(value))
-    if isinstance(value, list | tuple):
-        return [to_wire(v, base64_min) for v in value]
-    if isinstance(value, Mapping):
-        return {str(k): to_wire(v, base64_min) for k, v in value.items()}
-    return value
-
-
-def from_wire(value: Any, name: str = "value") -> np.ndarray:
-    """An array of an answer (a number, a token, nested lists or a binary array) as NumPy.
-
-    Floats come back float64 (bit-exact); binary arrays keep their dtype (int64, bool).
-    """
-    if is_base64(value):
-        kind = {"float": "tensor", "int": "int_array", "bool": "bool_mask"}[
-            BASE64_DTYPES.get(value.get("dtype"), ("", "float"))[1]]
-        return coerce(kind, name, value)
-    # An answer's JSON arrays hold numbers and the non-finite tokens, never true / false
-    # (the sandbox writes float64): NumPy's own conversion, with the exact path only for
-    # the tokens.
-    return coerce("tensor", name, value, maybe_bools=False)
-
-
-@dataclass
-class Result:
-    """One computed answer: ``value`` (float64 array; 0-d for a scalar), ``grads`` (input or
-    variable name → float64 array shaped like it), ``warnings`` (NumPy's floating-point
-    warnings, H4) and ``raw`` (the rest of the answer: ``op``, ``nodes``, ``check`` ...)."""
-
-    value: np.ndarray
-    grads: dict[str, np.ndarray]
-    warnings: list[str]
-    raw: dict = field(default_factory=dict, repr=False)
-    _repr_mimebundle_ = result_picture     # a notebook's heatmaps (and an expression's graph)
-
-    @classmethod
-    def from_answer(cls, answer: dict) -> Result:
-        rest = {k: v for k, v in answer.items() if k not in ("value", "grads", "warnings")}
-        for edge in (e for entry in rest.get("paths") or () for e in entry["edges"]):
-            edge["grad"] = from_wire(edge["grad"], "paths")      # eval's paths: float64 arrays
-            for head in edge.get("heads") or ():
-                head["grad"] = from_wire(head["grad"], "paths")
-        return cls(from_wire(answer["value"]),
-                   {k: from_wire(v, k) for k, v in (answer.get("grads") or {}).items()},
-                   list(answer.get("warnings") or []), rest)
-
-    @property
-    def paths(self) -> list[dict] | None:
-        """With ``eval(..., paths=True)``: each shared node's gradient split by the op
-        inputs that read it, ``[{"node", "edges": [{"consumer", "input", "grad", ...}]}]``,
-        every ``grad`` a float64 array."""
-        return self.raw.get("paths")
-
-
 # --------------------------------------------------------------------------------------
 # requests (shared by Sandbox and AsyncSandbox)
 # --------------------------------------------------------------------------------------
