@@ -118,7 +118,8 @@ def from_wire(value: Any, name: str = "value") -> np.ndarray:
 class Result:
     """One computed answer: ``value`` (float64 array; 0-d for a scalar), ``grads`` (input or
     variable name → float64 array shaped like it), ``warnings`` (NumPy's floating-point
-    warnings, H4) and ``raw`` (the rest of the answer: ``op``, ``nodes``, ``check`` ...)."""
+    warnings, H4) and ``raw`` (the rest of the answer: ``op``, ``nodes``, ``check`` ...);
+    ``paths`` and ``dead`` read what eval answers when asked for them."""
 
     value: np.ndarray
     grads: dict[str, np.ndarray]
@@ -143,6 +144,14 @@ class Result:
         inputs that read it, ``[{"node", "edges": [{"consumer", "input", "grad", ...}]}]``,
         every ``grad`` a float64 array."""
         return self.raw.get("paths")
+
+    @property
+    def dead(self) -> list[dict] | None:
+        """With ``eval(..., dead=True)``: each variable whose gradient is missing or dead,
+        ``[{"variable", "node", "shape", "dead", "size", "missing", "rows", "causes":
+        [{"reason", "words", "op", "node", "elements", "units"}]}]`` as the sandbox answers
+        it (counts, ids and words: no arrays); None when not asked (docs/dead-gradients.md)."""
+        return self.raw.get("dead")
 
 
 # the arguments of the client's request builders, by name: (what to call it, kind, optional)
