@@ -83,6 +83,7 @@ from glassllm.apps.client_types import (
     typed,
 )
 from glassllm.apps.exercise_client import AsyncExerciseCalls, Exercise, ExerciseCalls, Submitted
+from glassllm.apps.mystery_client import AsyncMysteryCalls, Mystery, MysteryCalls, MysteryGrade
 from glassllm.sandbox.wire import is_base64
 
 try:                    # faster JSON when present (the service extra has it); never required
@@ -100,7 +101,7 @@ except ImportError:     # pragma: no cover - the client extra alone
     def _loads(data: bytes) -> Any:
         return json.loads(data)
 
-__all__ = [  # constants, classes, functions (ruff RUF022): defined here or in client_errors
+__all__ = [  # constants, classes, functions (ruff RUF022): defined here or given
     "BASE64_MIN_ELEMENTS",
     "DEFAULT_URL",
     "AsyncSandbox",
@@ -111,6 +112,8 @@ __all__ = [  # constants, classes, functions (ruff RUF022): defined here or in c
     "Exercise",
     "InvalidInputError",
     "InvalidURLError",
+    "Mystery",
+    "MysteryGrade",
     "NoAnswerError",
     "NotFoundError",
     "Result",
@@ -332,8 +335,15 @@ class _Base:
 
     _check_report = staticmethod(CheckReport.from_answer)   # masks as NumPy bool arrays
 
+    def _eval_request(self, expression: str, variables: Mapping[str, Any] | None,
+                      grad_output: Any, check: bool | Mapping[str, Any], paths: bool,
+                      dead: bool, encoding: str | None) -> dict:
+        """`eval`'s body; the mystery calls send the same one to their own route."""
+        return _encoding(_eval_body(expression, variables, grad_output, check,
+                                    self.base64_min, paths, dead), encoding)
 
-class Sandbox(ExerciseCalls, TorchCalls, _Base):
+
+class Sandbox(ExerciseCalls, MysteryCalls, TorchCalls, _Base):
     """A blocking client; one httpx connection pool. Methods raise `SandboxError`s.
 
     Args:
@@ -401,9 +411,9 @@ class Sandbox(ExerciseCalls, TorchCalls, _Base):
         `check`: True for finite differences per variable, or the modes, e.g.
         ``{"modes": ["taylor", "adjoint", "eps_sweep"], "float32": True}`` (``raw["check"]``).
         `paths`: also split each shared node's gradient by path (`Result.paths`); `dead`:
-        list each variable whose gradient is missing or dead, and why (``raw["dead"]``)."""
-        body = _encoding(_eval_body(expression, variables, grad_output, check, self.base64_min,
-                                    paths, dead), encoding)
+        list each variable whose gradient is missing or dead, and why (`Result.dead`)."""
+        body = self._eval_request(expression, variables, grad_output, check, paths, dead,
+                                  encoding)
         return self._send("POST", "/api/v1/eval", body, Result.from_answer)
 
     def ops(self) -> list[dict]:
@@ -448,7 +458,7 @@ class Sandbox(ExerciseCalls, TorchCalls, _Base):
         return self._send("POST", "/api/v1/batch", body, self._batch_results)
 
 
-class AsyncSandbox(AsyncExerciseCalls, _Base):
+class AsyncSandbox(AsyncExerciseCalls, AsyncMysteryCalls, _Base):
     """The same client for asyncio (``async with AsyncSandbox(url) as sb: await sb.op(...)``)."""
 
     def __init__(self, url: str | None = None, token: str | None = None, timeout: float = 30.0,
@@ -494,8 +504,8 @@ class AsyncSandbox(AsyncExerciseCalls, _Base):
                    grad_output: Any = None, check: bool | Mapping[str, Any] = False, *,
                    encoding: str | None = None, paths: bool = False, dead: bool = False) -> Result:
         """See `Sandbox.eval`."""
-        body = _encoding(_eval_body(expression, variables, grad_output, check, self.base64_min,
-                                    paths, dead), encoding)
+        body = self._eval_request(expression, variables, grad_output, check, paths, dead,
+                                  encoding)
         return await self._send("POST", "/api/v1/eval", body, Result.from_answer)
 
     async def ops(self) -> list[dict]:
