@@ -1,5 +1,6 @@
 """The client's mystery calls: mystery mode from a notebook (docs/mystery.md).
 
+    >>> from glassllm.client import Sandbox
     >>> with Sandbox() as sb:                                      # doctest: +SKIP
     ...     [m["id"] for m in sb.mysteries()]
     ...     case = sb.mystery("mystery-mlp")
