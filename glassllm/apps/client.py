@@ -39,16 +39,12 @@ from __future__ import annotations
 import asyncio
 import email.utils
 import json
-import math
 import os
 import random
 import time
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import quote
-
-import numpy as np
 
 try:
     import httpx
@@ -76,9 +72,19 @@ from glassllm.apps.client_errors import (
     error_from,
     no_answer,
 )
-from glassllm.apps.client_types import CheckReport, TorchCalls, client_repr, result_picture, typed
+from glassllm.apps.client_types import (
+    BASE64_MIN_ELEMENTS,
+    CheckReport,
+    Result,
+    TorchCalls,
+    client_repr,
+    from_wire,
+    to_wire,
+    typed,
+)
 from glassllm.apps.exercise_client import AsyncExerciseCalls, Exercise, ExerciseCalls, Submitted
-from glassllm.sandbox.wire import BASE64_DTYPES, coerce, encode_array, encode_base64, is_base64
+from glassllm.apps.mystery_client import AsyncMysteryCalls, Mystery, MysteryCalls, MysteryGrade
+from glassllm.sandbox.wire import is_base64
 
 try:                    # faster JSON when present (the service extra has it); never required
     import orjson
@@ -95,7 +101,7 @@ except ImportError:     # pragma: no cover - the client extra alone
     def _loads(data: bytes) -> Any:
         return json.loads(data)
 
-__all__ = [  # constants, classes, functions (ruff RUF022): defined here or in client_errors
+__all__ = [  # constants, classes, functions (ruff RUF022): defined here or given
     "BASE64_MIN_ELEMENTS",
     "DEFAULT_URL",
     "AsyncSandbox",
@@ -106,6 +112,8 @@ __all__ = [  # constants, classes, functions (ruff RUF022): defined here or in c
     "Exercise",
     "InvalidInputError",
     "InvalidURLError",
+    "Mystery",
+    "MysteryGrade",
     "NoAnswerError",
     "NotFoundError",
     "Result",
@@ -123,85 +131,6 @@ __all__ = [  # constants, classes, functions (ruff RUF022): defined here or in c
 
 DEFAULT_URL = "http://127.0.0.1:8000"
 """The sandbox when neither a URL nor ``GLASSLLM_URL`` is given: where ``make run`` serves."""
-BASE64_MIN_ELEMENTS = 64
-"""Arrays with at least this many elements travel as base64: below it the JSON text is as
-short and needs no decoding step on either side."""
-
-
-# --------------------------------------------------------------------------------------
-# arrays on the wire
-# --------------------------------------------------------------------------------------
-
-def to_wire(value: Any, base64_min: int = BASE64_MIN_ELEMENTS) -> Any:
-    """A Python / NumPy value as JSON-ready data, exactly (H3).
-
-    NumPy arrays of at least `base64_min` elements (numbers or booleans) become binary
-    arrays; other arrays and floats become JSON, non-finite floats the string tokens.
-    Lists, tuples and dicts are converted item by item (index objects keep their form).
-    """
-    if isinstance(value, np.ndarray):
-        if value.dtype.kind in "fiub" and value.size >= base64_min:
-            return encode_base64(value)
-        if value.dtype.kind in "fiub":
-            return encode_array(value)
-        return [to_wire(v, base64_min) for v in value.tolist()]
-    if isinstance(value, np.generic):
-        value = value.item()
-    if isinstance(value, float):
-        return value if math.isfinite(value) else encode_array(np.float64(value))
-    if isinstance(value, list | tuple):
-        return [to_wire(v, base64_min) for v in value]
-    if isinstance(value, Mapping):
-        return {str(k): to_wire(v, base64_min) for k, v in value.items()}
-    return value
-
-
-def from_wire(value: Any, name: str = "value") -> np.ndarray:
-    """An array of an answer (a number, a token, nested lists or a binary array) as NumPy.
-
-    Floats come back float64 (bit-exact); binary arrays keep their dtype (int64, bool).
-    """
-    if is_base64(value):
-        kind = {"float": "tensor", "int": "int_array", "bool": "bool_mask"}[
-            BASE64_DTYPES.get(value.get("dtype"), ("", "float"))[1]]
-        return coerce(kind, name, value)
-    # An answer's JSON arrays hold numbers and the non-finite tokens, never true / false
-    # (the sandbox writes float64): NumPy's own conversion, with the exact path only for
-    # the tokens.
-    return coerce("tensor", name, value, maybe_bools=False)
-
-
-@dataclass
-class Result:
-    """One computed answer: ``value`` (float64 array; 0-d for a scalar), ``grads`` (input or
-    variable name → float64 array shaped like it), ``warnings`` (NumPy's floating-point
-    warnings, H4) and ``raw`` (the rest of the answer: ``op``, ``nodes``, ``check`` ...)."""
-
-    value: np.ndarray
-    grads: dict[str, np.ndarray]
-    warnings: list[str]
-    raw: dict = field(default_factory=dict, repr=False)
-    _repr_mimebundle_ = result_picture     # a notebook's heatmaps (and an expression's graph)
-
-    @classmethod
-    def from_answer(cls, answer: dict) -> Result:
-        rest = {k: v for k, v in answer.items() if k not in ("value", "grads", "warnings")}
-        for edge in (e for entry in rest.get("paths") or () for e in entry["edges"]):
-            edge["grad"] = from_wire(edge["grad"], "paths")      # eval's paths: float64 arrays
-            for head in edge.get("heads") or ():
-                head["grad"] = from_wire(head["grad"], "paths")
-        return cls(from_wire(answer["value"]),
-                   {k: from_wire(v, k) for k, v in (answer.get("grads") or {}).items()},
-                   list(answer.get("warnings") or []), rest)
-
-    @property
-    def paths(self) -> list[dict] | None:
-        """With ``eval(..., paths=True)``: each shared node's gradient split by the op
-        inputs that read it, ``[{"node", "edges": [{"consumer", "input", "grad", ...}]}]``,
-        every ``grad`` a float64 array."""
-        return self.raw.get("paths")
-
-
 # --------------------------------------------------------------------------------------
 # requests (shared by Sandbox and AsyncSandbox)
 # --------------------------------------------------------------------------------------
@@ -406,8 +335,15 @@ class _Base:
 
     _check_report = staticmethod(CheckReport.from_answer)   # masks as NumPy bool arrays
 
+    def _eval_request(self, expression: str, variables: Mapping[str, Any] | None,
+                      grad_output: Any, check: bool | Mapping[str, Any], paths: bool,
+                      dead: bool, encoding: str | None) -> dict:
+        """`eval`'s body; the mystery calls send the same one to their own route."""
+        return _encoding(_eval_body(expression, variables, grad_output, check,
+                                    self.base64_min, paths, dead), encoding)
 
-class Sandbox(ExerciseCalls, TorchCalls, _Base):
+
+class Sandbox(ExerciseCalls, MysteryCalls, TorchCalls, _Base):
     """A blocking client; one httpx connection pool. Methods raise `SandboxError`s.
 
     Args:
@@ -475,9 +411,9 @@ class Sandbox(ExerciseCalls, TorchCalls, _Base):
         `check`: True for finite differences per variable, or the modes, e.g.
         ``{"modes": ["taylor", "adjoint", "eps_sweep"], "float32": True}`` (``raw["check"]``).
         `paths`: also split each shared node's gradient by path (`Result.paths`); `dead`:
-        list each variable whose gradient is missing or dead, and why (``raw["dead"]``)."""
-        body = _encoding(_eval_body(expression, variables, grad_output, check, self.base64_min,
-                                    paths, dead), encoding)
+        list each variable whose gradient is missing or dead, and why (`Result.dead`)."""
+        body = self._eval_request(expression, variables, grad_output, check, paths, dead,
+                                  encoding)
         return self._send("POST", "/api/v1/eval", body, Result.from_answer)
 
     def ops(self) -> list[dict]:
@@ -522,7 +458,7 @@ class Sandbox(ExerciseCalls, TorchCalls, _Base):
         return self._send("POST", "/api/v1/batch", body, self._batch_results)
 
 
-class AsyncSandbox(AsyncExerciseCalls, _Base):
+class AsyncSandbox(AsyncExerciseCalls, AsyncMysteryCalls, _Base):
     """The same client for asyncio (``async with AsyncSandbox(url) as sb: await sb.op(...)``)."""
 
     def __init__(self, url: str | None = None, token: str | None = None, timeout: float = 30.0,
@@ -568,8 +504,8 @@ class AsyncSandbox(AsyncExerciseCalls, _Base):
                    grad_output: Any = None, check: bool | Mapping[str, Any] = False, *,
                    encoding: str | None = None, paths: bool = False, dead: bool = False) -> Result:
         """See `Sandbox.eval`."""
-        body = _encoding(_eval_body(expression, variables, grad_output, check, self.base64_min,
-                                    paths, dead), encoding)
+        body = self._eval_request(expression, variables, grad_output, check, paths, dead,
+                                  encoding)
         return await self._send("POST", "/api/v1/eval", body, Result.from_answer)
 
     async def ops(self) -> list[dict]:

@@ -1,5 +1,8 @@
 """What the client hands a notebook and what it refuses before any request.
 
+- `Result`, `to_wire`, `from_wire`: an answer as NumPy, and arrays on the wire exactly
+  (given by ``glassllm.apps.client``, their public home; kept here for its line budget,
+  and so the exercise and mystery calls can build them without importing the client).
 - `CheckReport`: ``Sandbox.check``'s answer, still the dict it always was, drawn in a
   notebook as the per-element verdict of the value and of each gradient (glassllm.display).
 - `result_picture`, `client_repr`: a ``Result`` and a ``Sandbox`` as a notebook shows them.
@@ -12,12 +15,15 @@ from __future__ import annotations
 
 import functools
 import inspect
+import math
 from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
 
 from glassllm.apps.torch_export import TorchCalls  # noqa: F401  (the client's mixin, given here)
+from glassllm.sandbox.wire import BASE64_DTYPES, coerce, encode_array, encode_base64, is_base64
 
 
 class CheckReport(dict):
@@ -58,6 +64,94 @@ def client_repr(client: Any) -> str:
     whether it sends a token (never the token itself)."""
     auth = ", token=…" if "Authorization" in client.headers else ""
     return f"{type(client).__name__}({client.url!r}{auth}, timeout={client.timeout:g})"
+
+
+BASE64_MIN_ELEMENTS = 64
+"""Arrays with at least this many elements travel as base64: below it the JSON text is as
+short and needs no decoding step on either side."""
+
+
+# --------------------------------------------------------------------------------------
+# arrays on the wire
+# --------------------------------------------------------------------------------------
+
+def to_wire(value: Any, base64_min: int = BASE64_MIN_ELEMENTS) -> Any:
+    """A Python / NumPy value as JSON-ready data, exactly (H3).
+
+    NumPy arrays of at least `base64_min` elements (numbers or booleans) become binary
+    arrays; other arrays and floats become JSON, non-finite floats the string tokens.
+    Lists, tuples and dicts are converted item by item (index objects keep their form).
+    """
+    if isinstance(value, np.ndarray):
+        if value.dtype.kind in "fiub" and value.size >= base64_min:
+            return encode_base64(value)
+        if value.dtype.kind in "fiub":
+            return encode_array(value)
+        return [to_wire(v, base64_min) for v in value.tolist()]
+    if isinstance(value, np.generic):
+        value = value.item()
+    if isinstance(value, float):
+        return value if math.isfinite(value) else encode_array(np.float64(value))
+    if isinstance(value, list | tuple):
+        return [to_wire(v, base64_min) for v in value]
+    if isinstance(value, Mapping):
+        return {str(k): to_wire(v, base64_min) for k, v in value.items()}
+    return value
+
+
+def from_wire(value: Any, name: str = "value") -> np.ndarray:
+    """An array of an answer (a number, a token, nested lists or a binary array) as NumPy.
+
+    Floats come back float64 (bit-exact); binary arrays keep their dtype (int64, bool).
+    """
+    if is_base64(value):
+        kind = {"float": "tensor", "int": "int_array", "bool": "bool_mask"}[
+            BASE64_DTYPES.get(value.get("dtype"), ("", "float"))[1]]
+        return coerce(kind, name, value)
+    # An answer's JSON arrays hold numbers and the non-finite tokens, never true / false
+    # (the sandbox writes float64): NumPy's own conversion, with the exact path only for
+    # the tokens.
+    return coerce("tensor", name, value, maybe_bools=False)
+
+
+@dataclass
+class Result:
+    """One computed answer: ``value`` (float64 array; 0-d for a scalar), ``grads`` (input or
+    variable name → float64 array shaped like it), ``warnings`` (NumPy's floating-point
+    warnings, H4) and ``raw`` (the rest of the answer: ``op``, ``nodes``, ``check`` ...);
+    ``paths`` and ``dead`` read what eval answers when asked for them."""
+
+    value: np.ndarray
+    grads: dict[str, np.ndarray]
+    warnings: list[str]
+    raw: dict = field(default_factory=dict, repr=False)
+    _repr_mimebundle_ = result_picture     # a notebook's heatmaps (and an expression's graph)
+
+    @classmethod
+    def from_answer(cls, answer: dict) -> Result:
+        rest = {k: v for k, v in answer.items() if k not in ("value", "grads", "warnings")}
+        for edge in (e for entry in rest.get("paths") or () for e in entry["edges"]):
+            edge["grad"] = from_wire(edge["grad"], "paths")      # eval's paths: float64 arrays
+            for head in edge.get("heads") or ():
+                head["grad"] = from_wire(head["grad"], "paths")
+        return cls(from_wire(answer["value"]),
+                   {k: from_wire(v, k) for k, v in (answer.get("grads") or {}).items()},
+                   list(answer.get("warnings") or []), rest)
+
+    @property
+    def paths(self) -> list[dict] | None:
+        """With ``eval(..., paths=True)``: each shared node's gradient split by the op
+        inputs that read it, ``[{"node", "edges": [{"consumer", "input", "grad", ...}]}]``,
+        every ``grad`` a float64 array."""
+        return self.raw.get("paths")
+
+    @property
+    def dead(self) -> list[dict] | None:
+        """With ``eval(..., dead=True)``: each variable whose gradient is missing or dead,
+        ``[{"variable", "node", "shape", "dead", "size", "missing", "rows", "causes":
+        [{"reason", "words", "op", "node", "elements", "units"}]}]`` as the sandbox answers
+        it (counts, ids and words: no arrays); None when not asked (docs/dead-gradients.md)."""
+        return self.raw.get("dead")
 
 
 # the arguments of the client's request builders, by name: (what to call it, kind, optional)

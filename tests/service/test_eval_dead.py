@@ -64,4 +64,5 @@ def test_the_client_asks_for_dead(client):
         r = sb.eval(CASE["expression"], CASE["variables"], dead=True)
         plain = sb.eval(CASE["expression"], CASE["variables"])
     assert sent[0]["dead"] is True and "dead" not in sent[1]
-    assert {d["variable"] for d in r.raw["dead"]} == {"w", "v"} and "dead" not in plain.raw
+    assert {d["variable"] for d in r.dead} == {"w", "v"} and "dead" not in plain.raw
+    assert r.dead is r.raw["dead"] and plain.dead is None
