@@ -126,9 +126,40 @@ def test_revoke_and_forget_from_the_command_line(tmp_path, monkeypatch, capsys):
     assert first[3] != revoked[3]
     claims = keyring().verify(revoked[3])
     assert (claims.sub, claims.gen) == ("ada", 1) and keyring().verify(first[3]).gen == 0
+    assert revoked[:3] == ["ada", "Ada", "student"]          # the stored name, kept
+    assert run("token", "ada").splitlines()[1].split(",")[1] == "Ada"
     assert "ada: 0 attempts" in run("forget", "ada")
     assert run("export").splitlines()[0] == ("student,display_name,ce-record,"
                                              "ce-record attempts,total")
+    # a typo enrols nobody: revoke and forget stop, naming the id; the gradebook is as it was
+    for command in ("revoke", "forget"):
+        with pytest.raises(SystemExit, match="no student 'nobody-here' in course 'course'"):
+            run(command, "nobody-here")
+    assert "nobody-here" not in run("export")
+
+
+def test_the_hand_out_csv_never_runs_as_a_formula_and_names_hold_no_control_chars(
+        tmp_path, monkeypatch, capsys):
+    import csv
+    import io
+
+    from glassllm_service.sandbox_cli import main
+    for key, value in environment(tmp_path).items():
+        monkeypatch.setenv(key, value)
+    roster = tmp_path / "r.csv"
+    roster.write_text('student_id,display_name\njo,"=HYPERLINK(""http://x"")"\n'
+                      "al,@SUM(A1)\nbo,Bo\n", encoding="utf-8")
+    main(["roster", str(roster)])
+    rows = list(csv.DictReader(io.StringIO(capsys.readouterr().out)))
+    assert [r["display_name"] for r in rows] == ["'=HYPERLINK(\"http://x\")", "'@SUM(A1)",
+                                                 "Bo"]
+    for name in ("Eve\x1b[31m", "Mallory\u202e", "tab\there"):
+        roster.write_text(f"student_id,display_name\nev,{name}\n", encoding="utf-8")
+        with pytest.raises(SystemExit, match=r"r.csv:2: the display name holds the control"
+                                             r" character U\+"):
+            main(["roster", str(roster)])
+        with pytest.raises(SystemExit, match="--name: the display name holds"):
+            main(["token", "ev", "--name", name])
 
 
 @pytest.mark.parametrize("backend", ["sqlite", "postgresql"])

@@ -82,6 +82,21 @@ def test_a_key_reused_with_other_answers_is_refused_never_graded(course):
     assert [(r["attempt"], r["score"]) for r in rows] == [(1, 0.0), (2, 0.0), (3, 0.0)]
 
 
+def test_an_instructor_tries_an_exercise_without_being_recorded(course):
+    prof = keyring().issue("prof", "instructor", days=1)
+    for _ in range(4):                                   # past max_attempts = 3: not counted
+        r = submit(course, prof, student="prof")
+        assert r.status_code == 200 and r.json()["passed"] is True
+        assert r.json()["attempt"]["recorded"] is False
+    hint = course.post(f"{EX}/hints", headers=bearer(prof))
+    assert hint.json()["number"] == 1 and hint.json()["recorded"] is False
+    assert course.app.state.record.attempts("prof") == []
+    assert "prof" not in course.get("/api/v1/record/gradebook.csv",
+                                     headers=bearer(prof)).text
+    course.app.state.record.revoke("prof")               # a revoked instructor: refused
+    assert submit(course, prof, student="prof").status_code == 401
+
+
 def test_max_attempts_is_enforced_by_the_record(course):
     token = keyring().issue("ada", days=1)
     for _ in range(3):

@@ -73,11 +73,24 @@ def read_roster(path: str) -> list[tuple[str, str | None]]:
                         " and . _ @ + -, starting with a letter or digit")
         if sid in seen:
             raise _fail(f"{path}:{line}: student id {sid!r} is listed twice")
-        if name is not None and len(name) > 200:
-            raise _fail(f"{path}:{line}: the display name is longer than 200 characters")
+        if name is not None and (problem := name_problem(name)):
+            raise _fail(f"{path}:{line}: the display name {problem}")
         seen.add(sid)
         out.append((sid, name))
     return out
+
+
+def name_problem(name: str) -> str | None:
+    """Why a display name is refused (None: it is fine): longer than 200 characters, or a
+    control or format character (an escape sequence, a right-to-left override), which
+    would act on the terminal or the spreadsheet that shows it."""
+    import unicodedata
+    if len(name) > 200:
+        return "is longer than 200 characters"
+    bad = next((c for c in name if unicodedata.category(c) in ("Cc", "Cf")), None)
+    if bad is not None:
+        return f"holds the control character U+{ord(bad):04X}; names are text to show"
+    return None
 
 
 def _expiry(exp: int) -> str:
@@ -85,11 +98,25 @@ def _expiry(exp: int) -> str:
 
 
 def _print_tokens(keyring, settings, rows, gens, role="student") -> None:
+    """The hand-out CSV; a name a spreadsheet would run as a formula gets the gradebook's
+    leading ``'``."""
+    from glassllm_service.record.export import FORMULA
     w = csv.writer(sys.stdout, lineterminator="\n")
     w.writerow(["student_id", "display_name", "role", "token", "expires"])
     for sid, name in rows:
         token = keyring.issue(sid, role, days=settings.token_days, gen=gens[sid])
-        w.writerow([sid, name or "", role, token, _expiry(keyring.verify(token).exp)])
+        name = name or ""
+        w.writerow([sid, "'" + name if name.startswith(FORMULA) else name, role, token,
+                    _expiry(keyring.verify(token).exp)])
+
+
+def _enrolled(record, student: str):
+    """The enrolled student, or a stop naming the id (a typo must not enrol anyone)."""
+    found = record.student(student)
+    if found is None:
+        raise _fail(f"no student {student!r} in course {record.course!r}: check the id"
+                    " (glassllm-sandbox export lists them); `token ID` enrols a new one")
+    return found
 
 
 def main(argv: list[str]) -> None:
@@ -126,6 +153,7 @@ def main(argv: list[str]) -> None:
         n = record.prune(settings.record_retention_days)
         print(f"record: {n} attempts older than {settings.record_retention_days} days deleted")
     elif args.command == "forget":
+        _enrolled(record, args.student)
         n = record.forget(args.student)
         print(f"record: {args.student}: {n} attempts, their hints and name deleted; their"
               " tokens are refused from now on")
@@ -136,16 +164,25 @@ def main(argv: list[str]) -> None:
         _print_tokens(keyring, settings, rows, record.enrol(rows))
     elif args.command == "token":
         keyring = _keyring(settings)
-        # an instructor signs in but is no student: not in the roster nor the gradebook
-        gens = ({args.student: record.generation(args.student)} if args.instructor
-                else record.enrol([(args.student, args.name)]))
-        _print_tokens(keyring, settings, [(args.student, args.name)], gens,
+        if args.name is not None and (problem := name_problem(args.name)):
+            raise _fail(f"--name: the display name {problem}")
+        if args.instructor:
+            # an instructor signs in but is no student: not in the roster nor the gradebook
+            gens, name = {args.student: record.generation(args.student)}, args.name
+        else:
+            before = record.student(args.student)
+            if before is None:
+                print(f"# {args.student}: not enrolled before; enrolled now", file=sys.stderr)
+            gens = record.enrol([(args.student, args.name)])
+            name = args.name or (before and before.display_name)
+        _print_tokens(keyring, settings, [(args.student, name)], gens,
                       "instructor" if args.instructor else "student")
     elif args.command == "revoke":
         keyring = _keyring(settings)
+        name = _enrolled(record, args.student).display_name
         gen = record.revoke(args.student)
         print(f"# {args.student}: every earlier token refused; the new one:", file=sys.stderr)
-        _print_tokens(keyring, settings, [(args.student, None)], {args.student: gen})
+        _print_tokens(keyring, settings, [(args.student, name)], {args.student: gen})
 
 
 def _export(record, settings, as_json: bool) -> None:

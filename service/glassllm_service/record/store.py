@@ -180,16 +180,26 @@ class DatabaseRecord:
         return 0 if found is None else int(found)
 
     def enrol(self, rows: Iterable[tuple[str, str | None]]) -> dict[str, int]:
-        """Add or rename roster students; their generations (tokens carry them)."""
+        """Add or rename roster students (a name of None keeps the stored one); their
+        generations (tokens carry them)."""
         out = {}
         with self._write() as conn:
             for student, name in rows:
                 self._lock_student(conn, student)
-                conn.execute(text("UPDATE students SET display_name = :n WHERE course = :c"
-                                  " AND student = :s"),
+                conn.execute(text("UPDATE students SET display_name = COALESCE(:n,"
+                                  " display_name) WHERE course = :c AND student = :s"),
                              {"n": name, "c": self.course, "s": student})
                 out[student] = self._lock_student(conn, student)
         return out
+
+    def student(self, student: str) -> Student | None:
+        """One enrolled student (None: never enrolled nor seen)."""
+        with self.engine.connect() as conn:
+            row = conn.execute(text("SELECT student, display_name, generation FROM students"
+                                    " WHERE course = :c AND student = :s"),
+                               {"c": self.course, "s": student}).first()
+            conn.rollback()
+        return None if row is None else Student(row[0], row[1], int(row[2]))
 
     def revoke(self, student: str) -> int:
         """Bump the student's generation: every token issued before is refused. The new

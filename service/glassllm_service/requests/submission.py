@@ -23,7 +23,7 @@ import numpy as np
 import orjson
 
 from glassllm.course import Exercise, build_case, grade
-from glassllm.course.attempts import Attempt, AttemptsExhausted, KeyReused
+from glassllm.course.attempts import Attempt, AttemptsExhausted, AttemptStore, KeyReused
 from glassllm.course.cases import Case
 from glassllm.sandbox.wire import coerce, encode_array
 from glassllm_service.admission import INLINE_COST
@@ -152,13 +152,16 @@ def prepare_view(course: CourseState, exercise: Exercise, student: str) -> View:
 class Submission:
     """A submission past every check, to grade."""
 
-    __slots__ = ("answers", "course", "exercise", "generation", "key", "reveal", "student")
+    __slots__ = ("answers", "attempts", "course", "exercise", "generation", "key", "reveal",
+                 "student")
 
     def __init__(self, course: CourseState, exercise: Exercise, student: str, answers: dict,
-                 key: str | None, reveal: bool, generation: int | None = None) -> None:
+                 key: str | None, reveal: bool, generation: int | None = None,
+                 attempts: AttemptStore | None = None) -> None:
         self.course, self.exercise, self.student = course, exercise, student
         self.answers, self.key, self.reveal = answers, key, reveal
         self.generation = generation        # the signed-in token's: checked as it records
+        self.attempts = course.attempts if attempts is None else attempts
 
     @property
     def cost(self) -> tuple[int, int]:
@@ -167,8 +170,8 @@ class Submission:
 
     def answer(self) -> bytes:
         ex, course = self.exercise, self.course
-        if course.attempts.enforces and ex.max_attempts is not None and self.key is None:
-            used = course.attempts.attempts_used(self.student, ex.id)   # no grading then
+        if self.attempts.enforces and ex.max_attempts is not None and self.key is None:
+            used = self.attempts.attempts_used(self.student, ex.id)     # no grading then
             if used >= ex.max_attempts:
                 raise no_attempts_left(ex, used)
         case = build_case(ex, self.student, course.salt, course.settings.limits)
@@ -185,7 +188,7 @@ class Submission:
                                          ).hexdigest(), first_wrong, score,
                           passed == total, None, course.now(), self.key)
         try:     # Revoked (a stale token generation) is the record's 401 (record/setup.py)
-            recorded = course.attempts.record_attempt(attempt, ex.max_attempts,
+            recorded = self.attempts.record_attempt(attempt, ex.max_attempts,
                                                       self.generation)
         except AttemptsExhausted as exc:
             raise no_attempts_left(ex, exc.used) from None
@@ -226,8 +229,8 @@ def no_attempts_left(ex: Exercise, used: int) -> ApiError:
 
 
 def prepare_submit(body: Any, maybe_bools: bool, settings: Settings, course: CourseState,
-                   ex: Exercise, student_of: Any, generation: int | None = None
-                   ) -> Submission:
+                   ex: Exercise, student_of: Any, generation: int | None = None,
+                   attempts: AttemptStore | None = None) -> Submission:
     """Every check of a submission, no compute: the body, the student, the answers' keys
     and sizes, the exercise's window and attempts. `generation`: the signed-in token's,
     for the record to check as it records."""
@@ -265,7 +268,7 @@ def prepare_submit(body: Any, maybe_bools: bool, settings: Settings, course: Cou
                                max_elements=limit)
     check_answer(4 * sum(int(np.size(a)) for a in answers.values()), settings,
                  input="answers", what="the answers, their digits and verdicts")
-    return Submission(course, ex, student, answers, key, reveal, generation)
+    return Submission(course, ex, student, answers, key, reveal, generation, attempts)
 
 
 def answer_keys(course: CourseState, ex: Exercise) -> list[str]:
@@ -274,12 +277,14 @@ def answer_keys(course: CourseState, ex: Exercise) -> list[str]:
     return [a.key for a in probe.answers]
 
 
-def hint(course: CourseState, ex: Exercise, student: str, body: Any) -> bytes:
+def hint(course: CourseState, ex: Exercise, student: str, body: Any,
+         attempts: AttemptStore | None = None) -> bytes:
     """Hint `number` (1-based; default the next one). With a record attached they come in
     order and each is recorded; without one any hint is given by number."""
     body = {} if body is None else read(body, HINT)
+    store = course.attempts if attempts is None else attempts
     number = body.get("number")
-    used = course.attempts.hints_used(student, ex.id) if course.attempts.enforces else 0
+    used = store.hints_used(student, ex.id) if store.enforces else 0
     if number is None:
         number = used + 1
     if isinstance(number, bool) or not isinstance(number, int) or number < 1:
@@ -288,13 +293,13 @@ def hint(course: CourseState, ex: Exercise, student: str, body: Any) -> bytes:
     if not ex.hints or number > len(ex.hints):
         raise ApiError(404, "no_such_hint", f"exercise {ex.id!r} has {len(ex.hints)}"
                        f" hint{'s' * (len(ex.hints) != 1)}", input="number")
-    if course.attempts.enforces:
+    if store.enforces:
         if number > used + 1:
             raise ApiError(409, "hint_out_of_order", f"reveal hint {used + 1} first; hints"
                            " come one at a time", input="number")
         if number == used + 1:
-            course.attempts.record_hint(student, ex.id, number)
+            store.record_hint(student, ex.id, number)
     text = ex.hints[number - 1]
     return dumps({"exercise": ex.id, "student": student, "number": number,
                   "of": len(ex.hints), "text": text, "text_nodes": tree(text),
-                  "recorded": course.attempts.enforces})
+                  "recorded": store.enforces})
