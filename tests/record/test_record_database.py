@@ -131,6 +131,14 @@ def test_revoke_and_forget_from_the_command_line(tmp_path, monkeypatch, capsys):
     assert "ada: 0 attempts" in run("forget", "ada")
     assert run("export").splitlines()[0] == ("student,display_name,ce-record,"
                                              "ce-record attempts,total")
+    # an instructor, never enrolled, is revoked with --instructor and stays off the roster
+    old = run("token", "prof", "--instructor").splitlines()[1].split(",")
+    new = run("revoke", "prof", "--instructor").splitlines()[1].split(",")
+    assert (old[2], new[2]) == ("instructor", "instructor")
+    assert (keyring().verify(old[3]).gen, keyring().verify(new[3]).gen) == (0, 1)
+    assert "prof" not in run("export")
+    with pytest.raises(SystemExit, match="no student 'prof'"):
+        run("revoke", "prof")                              # not a student
     # a typo enrols nobody: revoke and forget stop, naming the id; the gradebook is as it was
     for command in ("revoke", "forget"):
         with pytest.raises(SystemExit, match="no student 'nobody-here' in course 'course'"):

@@ -93,8 +93,12 @@ def test_an_instructor_tries_an_exercise_without_being_recorded(course):
     assert course.app.state.record.attempts("prof") == []
     assert "prof" not in course.get("/api/v1/record/gradebook.csv",
                                      headers=bearer(prof)).text
-    course.app.state.record.revoke("prof")               # a revoked instructor: refused
+    gen = course.app.state.record.revoke("prof", role="instructor")    # revoked: refused
     assert submit(course, prof, student="prof").status_code == 401
+    assert course.get("/api/v1/record/gradebook.csv", headers=bearer(prof)).status_code == 401
+    fresh = keyring().issue("prof", "instructor", days=1, gen=gen)
+    book = course.get("/api/v1/record/gradebook.json", headers=bearer(fresh)).json()
+    assert "prof" not in [row["student"] for row in book["students"]]   # still no student
 
 
 def test_max_attempts_is_enforced_by_the_record(course):

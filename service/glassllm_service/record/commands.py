@@ -6,7 +6,8 @@ course secrets):
   ``student``, and ``display_name`` or ``name``) and print one token per student as CSV
   (``student_id,display_name,token,expires``) to hand out;
 - ``token ID [--instructor]``: one token (an instructor's for the gradebook);
-- ``revoke ID``: refuse every token the student holds, print a new one;
+- ``revoke ID [--instructor]``: refuse every token the student (or instructor) holds,
+  print a new one;
 - ``forget ID``: delete the student's attempts and hints, and their name;
 - ``export [--json]``: the gradebook to standard output;
 - ``migrate``: apply the database's migrations and stop (a Kubernetes Job, a deploy step);
@@ -128,7 +129,9 @@ def main(argv: list[str]) -> None:
     tok.add_argument("student")
     tok.add_argument("--name", default=None)
     tok.add_argument("--instructor", action="store_true")
-    sub.add_parser("revoke", help="refuse a student's tokens").add_argument("student")
+    rev = sub.add_parser("revoke", help="refuse a student's (or an instructor's) tokens")
+    rev.add_argument("student")
+    rev.add_argument("--instructor", action="store_true")
     sub.add_parser("forget", help="delete a student's attempts").add_argument("student")
     sub.add_parser("export", help="the gradebook (CSV)").add_argument("--json",
                                                                       action="store_true")
@@ -179,10 +182,14 @@ def main(argv: list[str]) -> None:
                       "instructor" if args.instructor else "student")
     elif args.command == "revoke":
         keyring = _keyring(settings)
-        name = _enrolled(record, args.student).display_name
-        gen = record.revoke(args.student)
+        if args.instructor:       # never enrolled: the generation's row, out of the roster
+            name, gen = None, record.revoke(args.student, role="instructor")
+        else:
+            name = _enrolled(record, args.student).display_name
+            gen = record.revoke(args.student)
         print(f"# {args.student}: every earlier token refused; the new one:", file=sys.stderr)
-        _print_tokens(keyring, settings, [(args.student, name)], {args.student: gen})
+        _print_tokens(keyring, settings, [(args.student, name)], {args.student: gen},
+                      "instructor" if args.instructor else "student")
 
 
 def _export(record, settings, as_json: bool) -> None:

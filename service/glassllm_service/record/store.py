@@ -157,16 +157,17 @@ class DatabaseRecord:
 
     # -- students: the roster, generations ------------------------------------------------
 
-    def _lock_student(self, conn: Connection, student: str) -> int:
-        """Lock the student's row (made first if missing), answer its generation."""
+    def _lock_student(self, conn: Connection, student: str, role: str = "student") -> int:
+        """Lock the student's row (made first if missing, with `role`), answer its
+        generation."""
         lock = text("SELECT generation FROM students WHERE course = :c AND student = :s"
                     + (" FOR UPDATE" if self._pg else ""))
         key = {"c": self.course, "s": student}
         gen = conn.execute(lock, key).scalar()
         if gen is None:                      # a student the roster did not name
             conn.execute(text("INSERT INTO students (course, student, generation,"
-                              " created_at) VALUES (:c, :s, 0, :t) ON CONFLICT DO NOTHING"),
-                         {**key, "t": now_text()})
+                              " created_at, role) VALUES (:c, :s, 0, :t, :r) ON CONFLICT DO"
+                              " NOTHING"), {**key, "t": now_text(), "r": role})
             gen = conn.execute(lock, key).scalar_one()
         return int(gen)
 
@@ -196,16 +197,19 @@ class DatabaseRecord:
         """One enrolled student (None: never enrolled nor seen)."""
         with self.engine.connect() as conn:
             row = conn.execute(text("SELECT student, display_name, generation FROM students"
-                                    " WHERE course = :c AND student = :s"),
+                                    " WHERE course = :c AND student = :s AND role ="
+                                    " 'student'"),
                                {"c": self.course, "s": student}).first()
             conn.rollback()
         return None if row is None else Student(row[0], row[1], int(row[2]))
 
-    def revoke(self, student: str) -> int:
+    def revoke(self, student: str, role: str = "student") -> int:
         """Bump the student's generation: every token issued before is refused. The new
-        generation (a new token carries it)."""
+        generation (a new token carries it). An instructor never enrolled gets a row of
+        role ``instructor``: it holds the generation, and stays out of the roster and the
+        gradebook."""
         with self._write() as conn:
-            gen = self._lock_student(conn, student) + 1
+            gen = self._lock_student(conn, student, role) + 1
             conn.execute(text("UPDATE students SET generation = :g WHERE course = :c AND"
                               " student = :s"), {"g": gen, "c": self.course, "s": student})
         return gen
@@ -213,8 +217,8 @@ class DatabaseRecord:
     def students(self) -> list[Student]:
         with self.engine.connect() as conn:
             rows = conn.execute(text("SELECT student, display_name, generation FROM students"
-                                     " WHERE course = :c ORDER BY student"),
-                                {"c": self.course}).all()
+                                     " WHERE course = :c AND role = 'student' ORDER BY"
+                                     " student"), {"c": self.course}).all()
             conn.rollback()
         return [Student(r[0], r[1], int(r[2])) for r in rows]
 
