@@ -20,7 +20,11 @@ What it does for you:
   4xx, `ServerError` for 5xx). No answer at all is a `NoAnswerError` (`UnreachableError`:
   nothing listens there, with how to start a sandbox; `TimedOutError`); an answer that is
   not the sandbox's (a proxy's HTML page with 200) a `BadAnswerError`; a URL that is not
-  http(s) an `InvalidURLError`, raised by the constructor.
+  http(s) an `InvalidURLError`, raised by the constructor, and so is a call's URL that
+  httpx refuses to send (an id tens of thousands of characters long).
+- **Wrong arguments found here.** A wrong type of argument is a TypeError naming it
+  (``dead must be True or False``), a value JSON cannot carry names where it is
+  (``variables['x']``), an empty id a ValueError: all before any request.
 - **Retries on 503 only.** The sandbox answers 503 when its compute slots are busy (H5),
   with a ``Retry-After`` in seconds or as an HTTP date. The client waits that long plus a
   little random jitter, at most `retries` times and `retry_time` seconds in all. Every
@@ -44,7 +48,6 @@ import random
 import time
 from collections.abc import Mapping, Sequence
 from typing import Any
-from urllib.parse import quote
 
 try:
     import httpx
@@ -79,6 +82,7 @@ from glassllm.apps.client_types import (
     TorchCalls,
     client_repr,
     from_wire,
+    path_segment,
     to_wire,
     typed,
 )
@@ -157,11 +161,11 @@ def _encoding(body: dict, encoding: str | None) -> dict:
 @typed
 def _op_body(inputs: Mapping[str, Any], requires_grad: Sequence[str] | None = None,
             grad_output: Any = None, base64_min: int = BASE64_MIN_ELEMENTS) -> dict:
-    body: dict = {"inputs": to_wire(dict(inputs), base64_min)}
+    body: dict = {"inputs": to_wire(dict(inputs), base64_min, "inputs")}
     if requires_grad is not None:
-        body["requires_grad"] = list(requires_grad)
+        body["requires_grad"] = to_wire(list(requires_grad), base64_min, "requires_grad")
     if grad_output is not None:
-        body["grad_output"] = to_wire(grad_output, base64_min)
+        body["grad_output"] = to_wire(grad_output, base64_min, "grad_output")
     return body
 
 
@@ -172,11 +176,12 @@ def _eval_body(expression: str, variables: Mapping[str, Any] | None = None,
               dead: bool = False) -> dict:
     body: dict = {"expression": expression}
     if variables:
-        body["variables"] = to_wire(dict(variables), base64_min)
+        body["variables"] = to_wire(dict(variables), base64_min, "variables")
     if grad_output is not None:
-        body["grad_output"] = to_wire(grad_output, base64_min)
+        body["grad_output"] = to_wire(grad_output, base64_min, "grad_output")
     if check:
-        body["check"] = dict(check) if isinstance(check, Mapping) else True
+        body["check"] = (to_wire(dict(check), base64_min, "check") if isinstance(check, Mapping)
+                         else True)
     body.update({k: True for k, on in (("paths", paths), ("dead", dead)) if on})
     return body
 
@@ -195,35 +200,28 @@ def _check_body(*, op: str | None, inputs: Mapping[str, Any] | None, expression:
         body = _eval_body(expression, variables, grad_output, base64_min=base64_min)
     claimed: dict = {}
     if value is not None:
-        claimed["value"] = to_wire(value, base64_min)
+        claimed["value"] = to_wire(value, base64_min, "value")
     if grads:
-        claimed["grads"] = to_wire(dict(grads), base64_min)
+        claimed["grads"] = to_wire(dict(grads), base64_min, "grads")
     body["claimed"] = claimed
-    if rtol is not None:
-        body["rtol"] = rtol
-    if atol is not None:
-        body["atol"] = atol
-    if digits is not None:
-        body["digits"] = digits
+    for name, number in (("rtol", rtol), ("atol", atol), ("digits", digits)):
+        if number is not None:
+            body[name] = to_wire(number, base64_min, name)
     body["reveal"] = reveal
     return body
 
 
 @typed
-def _case(case: Mapping[str, Any], base64_min: int) -> dict:
-    return to_wire(dict(case), base64_min)
+def _case(case: Mapping[str, Any], base64_min: int, index: int = 0) -> dict:
+    return to_wire(dict(case), base64_min, f"cases[{index}]")
 
 
-@typed
 def _op_path(name: str) -> str:
     """``/api/v1/ops/{name}`` with the name as one quoted path segment: ``"../eval"`` or
     ``"softmax?x=1"`` must reach the sandbox as an op name (its 404 unknown_op), never as
-    another route or a query. ``"."`` and ``".."`` are dot segments a URL resolver removes,
-    so their dots are percent-encoded too."""
-    segment = quote(name, safe="")
-    if segment in (".", ".."):
-        segment = segment.replace(".", "%2E")
-    return f"/api/v1/ops/{segment}"
+    another route or a query; ``"."`` and ``".."`` (dot segments a URL resolver removes)
+    with their dots percent-encoded; ``""`` (the list route) refused (`path_segment`)."""
+    return f"/api/v1/ops/{path_segment('name', name)}"
 
 
 def _retry_delay(response: httpx.Response, attempt: int) -> float:
@@ -298,6 +296,15 @@ class _Base:
     def _no_answer(self, exc: httpx.HTTPError, method: str, path: str) -> NoAnswerError:
         return no_answer(exc, f"{method} {self.url}{path}", self._hint)
 
+    def _unsendable(self, exc: httpx.InvalidURL, method: str, path: str) -> InvalidURLError:
+        """httpx refused to build the call's URL (``URL too long``: an id, op name or
+        student id of tens of thousands of characters); nothing was sent. Not an
+        ``httpx.HTTPError``, so ``_send`` turns it into the client's own error here."""
+        return InvalidURLError(None, "invalid_url",
+                               f"this call's URL cannot be sent ({exc}, {len(path)} characters"
+                               f" of path): is an id, op name or student id that long?",
+                               url=f"{method} {self.url}{path[:200]}")
+
     @staticmethod
     def _answer(response: httpx.Response, decode: Any) -> Any:
         """The decoded answer; an error answer raised as its `SandboxError`, an answer that
@@ -342,6 +349,8 @@ class _Base:
         return _encoding(_eval_body(expression, variables, grad_output, check,
                                     self.base64_min, paths, dead), encoding)
 
+    _encoded = staticmethod(_encoding)    # the mystery calls ask for it once the case is in
+
 
 class Sandbox(ExerciseCalls, MysteryCalls, TorchCalls, _Base):
     """A blocking client; one httpx connection pool. Methods raise `SandboxError`s.
@@ -381,6 +390,8 @@ class Sandbox(ExerciseCalls, MysteryCalls, TorchCalls, _Base):
         while True:
             try:
                 response = self._http.request(method, path, content=content)
+            except httpx.InvalidURL as exc:
+                raise self._unsendable(exc, method, path) from None
             except httpx.HTTPError as exc:
                 raise self._no_answer(exc, method, path) from exc
             delay = self._should_retry(response, attempt, start)
@@ -454,7 +465,8 @@ class Sandbox(ExerciseCalls, MysteryCalls, TorchCalls, _Base):
         order: a `Result`, or the case's own `SandboxError` (returned, not raised). A
         refusal of the whole batch (413 over its work bound) is raised.
         """
-        body = _encoding({"cases": [_case(c, self.base64_min) for c in cases]}, encoding)
+        body = _encoding({"cases": [_case(c, self.base64_min, i)
+                                    for i, c in enumerate(cases)]}, encoding)
         return self._send("POST", "/api/v1/batch", body, self._batch_results)
 
 
@@ -485,6 +497,8 @@ class AsyncSandbox(AsyncExerciseCalls, AsyncMysteryCalls, _Base):
         while True:
             try:
                 response = await self._http.request(method, path, content=content)
+            except httpx.InvalidURL as exc:
+                raise self._unsendable(exc, method, path) from None
             except httpx.HTTPError as exc:
                 raise self._no_answer(exc, method, path) from exc
             delay = self._should_retry(response, attempt, start)
@@ -532,5 +546,6 @@ class AsyncSandbox(AsyncExerciseCalls, AsyncMysteryCalls, _Base):
     async def batch(self, cases: Sequence[Mapping[str, Any]], *,
                     encoding: str | None = None) -> list[Result | SandboxError]:
         """See `Sandbox.batch`."""
-        body = _encoding({"cases": [_case(c, self.base64_min) for c in cases]}, encoding)
+        body = _encoding({"cases": [_case(c, self.base64_min, i)
+                                    for i, c in enumerate(cases)]}, encoding)
         return await self._send("POST", "/api/v1/batch", body, self._batch_results)

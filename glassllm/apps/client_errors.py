@@ -107,8 +107,10 @@ class TimedOutError(NoAnswerError):
 
 
 class InvalidURLError(SandboxError, ValueError):
-    """The URL given is not an ``http://`` or ``https://`` URL with a host (raised by the
-    constructor, before anything is sent; also a ValueError)."""
+    """A URL that cannot be asked, before anything is sent (also a ValueError): the URL
+    given is not an ``http://`` or ``https://`` URL with a host (raised by the
+    constructor), or a call's URL is one httpx refuses to send (``URL too long``: an id,
+    op name or student id tens of thousands of characters long)."""
 
 
 BY_STATUS: dict[int, type[SandboxError]] = {

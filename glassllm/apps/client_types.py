@@ -8,7 +8,9 @@
 - `result_picture`, `client_repr`: a ``Result`` and a ``Sandbox`` as a notebook shows them.
 - `require`: a wrong type of argument is the caller's mistake, found on this side: a
   ``TypeError`` naming the argument and what it takes, not a 422 after a round trip (or,
-  worse, a string iterated as a list of names).
+  worse, a string iterated as a list of names). `to_wire` names the value it cannot send
+  the same way (``variables['x']``), `path_segment` and `student_query` the id or student
+  that cannot be part of a URL, all before any request.
 """
 
 from __future__ import annotations
@@ -16,9 +18,11 @@ from __future__ import annotations
 import functools
 import inspect
 import math
+import os
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
+from urllib.parse import quote, urlencode
 
 import numpy as np
 
@@ -75,28 +79,85 @@ short and needs no decoding step on either side."""
 # arrays on the wire
 # --------------------------------------------------------------------------------------
 
-def to_wire(value: Any, base64_min: int = BASE64_MIN_ELEMENTS) -> Any:
+INT64_MIN, INT64_MAX = -(2**63), 2**63 - 1
+"""The integers a request may hold: the sandbox's integer arrays and node ids are int64
+(and orjson, the client's encoder when present, writes nothing wider than 64 bits)."""
+
+
+def to_wire(value: Any, base64_min: int = BASE64_MIN_ELEMENTS, name: str = "value") -> Any:
     """A Python / NumPy value as JSON-ready data, exactly (H3).
 
     NumPy arrays of at least `base64_min` elements (numbers or booleans) become binary
     arrays; other arrays and floats become JSON, non-finite floats the string tokens.
-    Lists, tuples and dicts are converted item by item (index objects keep their form).
+    Lists, tuples and dicts are converted item by item (index objects keep their form);
+    anything with ``__array__`` (a torch tensor) as its NumPy array.
+
+    Whatever JSON cannot carry is refused here, before any request, naming where it is
+    (`name`, then ``name['x'][0]`` inside): a TypeError for an object that is no number,
+    string, list or dict; a ValueError for an integer outside int64 or text that is not
+    valid Unicode (a lone surrogate).
     """
     if isinstance(value, np.ndarray):
         if value.dtype.kind in "fiub" and value.size >= base64_min:
             return encode_base64(value)
         if value.dtype.kind in "fiub":
             return encode_array(value)
-        return [to_wire(v, base64_min) for v in value.tolist()]
+        return to_wire(value.tolist(), base64_min, name)     # object / string arrays: each item
     if isinstance(value, np.generic):
         value = value.item()
+    if value is None or isinstance(value, bool):
+        return value
+    if isinstance(value, int):
+        if not INT64_MIN <= value <= INT64_MAX:
+            raise ValueError(f"{name} is {str(value)[:40]}, outside int64 (-2**63 .. 2**63-1):"
+                             " the sandbox cannot take it")
+        return value
     if isinstance(value, float):
         return value if math.isfinite(value) else encode_array(np.float64(value))
+    if isinstance(value, str):
+        return text(name, value)
     if isinstance(value, list | tuple):
-        return [to_wire(v, base64_min) for v in value]
+        return [to_wire(v, base64_min, f"{name}[{i}]") for i, v in enumerate(value)]
     if isinstance(value, Mapping):
-        return {str(k): to_wire(v, base64_min) for k, v in value.items()}
+        return {text(f"{name} key", str(k)): to_wire(v, base64_min, f"{name}[{k!r}]")
+                for k, v in value.items()}
+    if hasattr(value, "__array__") and not isinstance(value, np.generic):
+        return to_wire(np.asarray(value), base64_min, name)
+    raise TypeError(f"{name} must be a number, a nested list, a NumPy array or an index"
+                    f" object, got {type(value).__name__}: {str(value)[:80]!r}")
+
+
+def text(name: str, value: str) -> str:
+    """`value`, unless it cannot be written as UTF-8 (a lone surrogate): ValueError naming
+    it, not the JSON encoder's or ``quote``'s error naming nothing."""
+    try:
+        value.encode("utf-8")
+    except UnicodeEncodeError as exc:
+        raise ValueError(f"{name} is not valid text: {exc.reason} at position {exc.start}"
+                         f" of {value[:80]!r}") from None
     return value
+
+
+def path_segment(name: str, value: Any) -> str:
+    """`value` (an exercise or mystery id, an op name) as one quoted path segment: never
+    another route (``"../eval"``), a query or a fragment; ``"."`` and ``".."``, which a URL
+    resolver removes, with their dots percent-encoded. TypeError unless a string,
+    ValueError when empty (``/api/v1/mysteries/`` is the list route, which would answer
+    with a redirect), both naming `name`."""
+    require((name, value, "str", False))
+    if not value:
+        raise ValueError(f"{name} must not be empty: an empty one would ask for the list"
+                         " route instead")
+    segment = quote(value, safe="")
+    return segment.replace(".", "%2E") if segment in (".", "..") else segment
+
+
+def student_query(student: str | None) -> str:
+    """``?student=...`` for `student`, else ``$GLASSLLM_STUDENT``, else none (``""``);
+    TypeError naming ``student`` unless a string or None."""
+    require(("student", student, "str"))
+    student = student or os.environ.get("GLASSLLM_STUDENT") or None
+    return f"?{urlencode({'student': student})}" if student else ""
 
 
 def from_wire(value: Any, name: str = "value") -> np.ndarray:
@@ -163,7 +224,8 @@ ARGUMENTS = {
     "reveal": ("reveal", "bool", True), "digits": ("digits", "int", True),
     "rtol": ("rtol", "number", True), "atol": ("atol", "number", True),
     "case": ("a batch's case", "mapping", False), "name": ("name", "str", False),
-    "check": ("check", "check", True),
+    "check": ("check", "check", True), "paths": ("paths", "bool", True),
+    "dead": ("dead", "bool", True),
 }
 
 
@@ -187,13 +249,15 @@ def require(*checks: tuple) -> None:
     Kinds: ``"str"``; ``"mapping"`` (input or variable name → value); ``"names"`` (a list
     or tuple of strings, never a bare string); ``"array"`` (a number, a nested list, a
     NumPy array or anything with ``__array__``); ``"bool"``; ``"int"`` and ``"number"`` (not
-    a bool)."""
+    a bool). A ``"str"`` that is not valid Unicode (a lone surrogate) is a ValueError."""
     for name, value, kind, *rest in checks:
         if value is None and (rest[0] if rest else True):
             continue
         if not KINDS[kind][0](value):
             raise TypeError(f"{name} must be {KINDS[kind][1]}, got {type(value).__name__}: "
                             f"{str(value)[:80]!r}")
+        if kind == "str":
+            text(name, value)
 
 
 KINDS: dict[str, tuple[Any, str]] = {
@@ -211,4 +275,5 @@ KINDS: dict[str, tuple[Any, str]] = {
     "int": (lambda v: isinstance(v, int | np.integer) and not isinstance(v, bool), "an integer"),
     "number": (lambda v: isinstance(v, int | float | np.number) and not isinstance(v, bool),
                "a number"),
+    "function": (callable, "a function"),
 }

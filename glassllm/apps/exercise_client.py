@@ -14,19 +14,21 @@ numbers and the edge cases) and submits what it returns; the verdicts are the pa
 `ExerciseCalls` and `AsyncExerciseCalls` are mixed into `glassllm.apps.client.Sandbox` and
 `AsyncSandbox`: they only build requests and read answers, through the class's ``_send``.
 The student id travels as the ``student`` query parameter; default ``$GLASSLLM_STUDENT``,
-else none (a practice sandbox then says ``practice``).
+else none (a practice sandbox then says ``practice``). Every argument is checked before
+any request (a submission by function too, before its exercise is read): a TypeError
+naming a wrong type, a ValueError for an empty id or an answer that is not numbers.
 """
 
 from __future__ import annotations
 
-import os
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
-from urllib.parse import quote, urlencode
 
 import numpy as np
 
+from glassllm.apps.client_types import path_segment, require, student_query
+from glassllm.apps.client_types import to_wire as wire
 from glassllm.sandbox.wire import coerce, encode_array, encode_base64
 
 __all__ = ["AsyncExerciseCalls", "Exercise", "ExerciseCalls", "Submitted"]
@@ -140,9 +142,10 @@ class Submitted:
 
 
 def _path(exercise_id: str, tail: str = "", student: str | None = None) -> str:
-    student = student or os.environ.get("GLASSLLM_STUDENT") or None
-    query = f"?{urlencode({'student': student})}" if student else ""
-    return f"/api/v1/exercises/{quote(exercise_id, safe='')}{tail}{query}"
+    """``/api/v1/exercises/{id}{tail}?student=...``: the id one quoted path segment, never
+    empty (the list route); TypeError / ValueError naming ``exercise_id`` or ``student``."""
+    return (f"/api/v1/exercises/{path_segment('exercise_id', exercise_id)}{tail}"
+            f"{student_query(student)}")
 
 
 def _answers_of(ex: Exercise, fn: Callable[..., Any]) -> dict[str, Any]:
@@ -163,15 +166,37 @@ def _answers_of(ex: Exercise, fn: Callable[..., Any]) -> dict[str, Any]:
     return out
 
 
+def _submit_checks(answers: Any, function: Any, idempotency_key: Any, reveal: Any) -> None:
+    """What `submit` checks before any request (before reading a function's exercise)."""
+    if (answers is None) == (function is None):
+        raise ValueError("submit needs answers= or function=, one of them")
+    require(("answers", answers, "mapping"), ("function", function, "function"),
+            ("idempotency_key", idempotency_key, "str"), ("reveal", reveal, "bool", False))
+
+
+def _answer(key: str, value: Any) -> np.ndarray:
+    """One answer as float64, or a ValueError / TypeError naming ``answers[key]``."""
+    try:
+        return np.asarray(value, dtype=np.float64)
+    except (TypeError, ValueError) as exc:
+        raise type(exc)(f"answers[{key!r}] must be numbers (an array of floats), got"
+                        f" {type(value).__name__}: {str(value)[:80]!r} ({exc})") from None
+
+
 def _submit_body(answers: Mapping[str, Any], idempotency_key: str | None, reveal: bool,
                  base64_min: int) -> dict:
-    body: dict = {"answers": {k: to_wire(np.asarray(v, dtype=np.float64), base64_min)
+    body: dict = {"answers": {k: to_wire(_answer(k, v), base64_min)
                               for k, v in answers.items()}}
     if idempotency_key is not None:
         body["idempotency_key"] = idempotency_key
     if reveal:
         body["reveal"] = True
     return body
+
+
+def _hint_body(number: Any) -> dict:
+    require(("number", number, "int"))
+    return {} if number is None else {"number": wire(number, name="number")}
 
 
 class ExerciseCalls:
@@ -191,19 +216,19 @@ class ExerciseCalls:
                idempotency_key: str | None = None, reveal: bool = False) -> Submitted:
         """Grade `answers` (answer key → array), or `function` run here on every case of
         a function exercise (``POST /api/v1/exercises/{id}/submit``)."""
-        if (answers is None) == (function is None):
-            raise ValueError("submit needs answers= or function=, one of them")
+        _submit_checks(answers, function, idempotency_key, reveal)
+        path = _path(exercise_id, "/submit", student)
         if function is not None:
             answers = _answers_of(self.exercise(exercise_id, student=student), function)
         body = _submit_body(answers, idempotency_key, reveal, self.base64_min)
-        return self._send("POST", _path(exercise_id, "/submit", student), body,
+        return self._send("POST", path, body,
                           Submitted.from_answer)
 
     def hint(self, exercise_id: str, number: int | None = None, *,
              student: str | None = None) -> dict:
         """A hint (``POST /api/v1/exercises/{id}/hints``): ``{number, of, text, ...}``."""
-        body = {} if number is None else {"number": number}
-        return self._send("POST", _path(exercise_id, "/hints", student), body)
+        path, body = _path(exercise_id, "/hints", student), _hint_body(number)
+        return self._send("POST", path, body)
 
 
 class AsyncExerciseCalls:
@@ -219,15 +244,15 @@ class AsyncExerciseCalls:
     async def submit(self, exercise_id: str, answers: Mapping[str, Any] | None = None, *,
                      function: Callable[..., Any] | None = None, student: str | None = None,
                      idempotency_key: str | None = None, reveal: bool = False) -> Submitted:
-        if (answers is None) == (function is None):
-            raise ValueError("submit needs answers= or function=, one of them")
+        _submit_checks(answers, function, idempotency_key, reveal)
+        path = _path(exercise_id, "/submit", student)
         if function is not None:
             answers = _answers_of(await self.exercise(exercise_id, student=student), function)
         body = _submit_body(answers, idempotency_key, reveal, self.base64_min)
-        return await self._send("POST", _path(exercise_id, "/submit", student), body,
+        return await self._send("POST", path, body,
                                 Submitted.from_answer)
 
     async def hint(self, exercise_id: str, number: int | None = None, *,
                    student: str | None = None) -> dict:
-        body = {} if number is None else {"number": number}
-        return await self._send("POST", _path(exercise_id, "/hints", student), body)
+        path, body = _path(exercise_id, "/hints", student), _hint_body(number)
+        return await self._send("POST", path, body)

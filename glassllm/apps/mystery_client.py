@@ -28,15 +28,20 @@ differs), so ``mystery(id)`` takes no student.
 
 from __future__ import annotations
 
-import os
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
-from urllib.parse import quote, urlencode
 
 import numpy as np
 
-from glassllm.apps.client_types import Result, from_wire, require, to_wire
+from glassllm.apps.client_types import (
+    Result,
+    from_wire,
+    path_segment,
+    require,
+    student_query,
+    to_wire,
+)
 from glassllm.sandbox.wire import is_base64
 
 __all__ = ["AsyncMysteryCalls", "Mystery", "MysteryCalls", "MysteryGrade"]
@@ -111,20 +116,41 @@ class MysteryGrade:
 def _path(mystery_id: str, tail: str = "", student: str | None = None) -> str:
     """``/api/v1/mysteries/{id}{tail}?student=...``: the id one quoted path segment (``.``
     and ``..`` too, which a URL resolver would otherwise remove), so an id can never reach
-    another route; the student given, else ``$GLASSLLM_STUDENT``, else none."""
-    require(("mystery_id", mystery_id, "str", False))
-    segment = quote(mystery_id, safe="")
-    if segment in (".", ".."):
-        segment = segment.replace(".", "%2E")
-    student = student or os.environ.get("GLASSLLM_STUDENT") or None
-    query = f"?{urlencode({'student': student})}" if student else ""
-    return f"/api/v1/mysteries/{segment}{tail}{query}"
+    another route; the student given, else ``$GLASSLLM_STUDENT``, else none. TypeError
+    unless the id and the student are strings, ValueError for an empty id (the list
+    route, which answers with a redirect), naming ``mystery_id`` or ``student``."""
+    return f"/api/v1/mysteries/{path_segment('mystery_id', mystery_id)}{tail}" + \
+        student_query(student)
 
 
-def _case_variables(case: Mystery, variables: Mapping[str, Any] | None) -> dict:
-    """The case's variables as the server gave them, each replaced where given."""
-    require(("variables", variables, "mapping"))
-    return {**case.raw["variables"], **(variables or {})}
+def _eval_parts(client: Any, mystery_id: str, expression: str | None,
+                variables: Mapping[str, Any] | None, grad_output: Any,
+                check: bool | Mapping[str, Any], student: str | None, encoding: str | None,
+                paths: bool, dead: bool) -> tuple[str, dict]:
+    """`mystery_eval`'s path and body, every argument checked before any request (before
+    the case is read too). Without `expression` the body has no expression yet and its
+    ``variables`` are only the replacements (`_with_case` adds the case's)."""
+    path = _path(mystery_id, "/eval", student)
+    require(("expression", expression, "str"))
+    if encoding not in ("json", "base64", None):
+        raise ValueError("encoding must be 'json', 'base64' or None (automatic)")
+    body = client._eval_request("" if expression is None else expression, variables,
+                                grad_output, check, paths, dead, "json")
+    return path, (client._encoded(body, encoding) if expression is not None else body)
+
+
+def _with_case(client: Any, case: Mystery, body: dict, encoding: str | None) -> dict:
+    """The body of the case's own expression: its variables as the server gave them, each
+    replaced where given. A name the case does not have is refused (ValueError naming it
+    and the case's variables): a typo would otherwise run the case unchanged."""
+    given = body.get("variables") or {}
+    unknown = [k for k in given if k not in case.raw["variables"]]
+    if unknown:
+        raise ValueError(f"variables[{unknown[0]!r}]: the case of {case.id!r} has no such"
+                         f" variable; its variables are {', '.join(case.raw['variables'])}")
+    body = {**body, "expression": case.expression,
+            "variables": {**case.raw["variables"], **given}}
+    return client._encoded(body, encoding)
 
 
 def _proof_body(node: int | str, variables: Mapping[str, Any] | None, base64_min: int) -> dict:
@@ -132,9 +158,9 @@ def _proof_body(node: int | str, variables: Mapping[str, Any] | None, base64_min
         raise TypeError(f"node must be a node id (an integer) or its source text, got"
                         f" {type(node).__name__}: {str(node)[:80]!r}")
     require(("variables", variables, "mapping"))
-    body: dict = {"node": node if isinstance(node, str) else int(node)}
+    body: dict = {"node": to_wire(node, base64_min, "node")}
     if variables is not None:
-        body["variables"] = to_wire(dict(variables), base64_min)
+        body["variables"] = to_wire(dict(variables), base64_min, "variables")
     return body
 
 
@@ -162,21 +188,22 @@ class MysteryCalls:
 
         Without `expression` it evaluates the case: the mystery is read first (``GET
         /api/v1/mysteries/{id}``) and its variables sent as given, each replaced by
-        `variables` where given. With `expression` (``"silu(z).sum()"``, to test one op
-        alone) `variables` are that expression's. `check`, `paths`, `dead`, `encoding`:
-        as for `Sandbox.eval`.
+        `variables` where given (a name the case does not have is a ValueError naming it
+        and the case's variables, before the evaluation is sent). With `expression`
+        (``"silu(z).sum()"``, to test one op alone) `variables` are that expression's.
+        `check`, `paths`, `dead`, `encoding`: as for `Sandbox.eval`; every argument is
+        checked before any request (a TypeError naming a wrong type).
 
         Raises: `NotFoundError` (``unknown_mystery``); `InvalidInputError` (422: an
         expression or variable the sandbox refuses, ``invalid_student``, or
         ``student_required`` in a course); `ClientError` 403 ``hidden_by_exercise``
         while an open exercise hides what the case computes; `TooLargeError`, `BusyError`
         and the rest as for `Sandbox.eval`."""
+        path, body = _eval_parts(self, mystery_id, expression, variables, grad_output, check,
+                                 student, encoding, paths, dead)
         if expression is None:
-            case = self.mystery(mystery_id)
-            expression, variables = case.expression, _case_variables(case, variables)
-        body = self._eval_request(expression, variables, grad_output, check, paths, dead,
-                                  encoding)
-        return self._send("POST", _path(mystery_id, "/eval", student), body,
+            body = _with_case(self, self.mystery(mystery_id), body, encoding)
+        return self._send("POST", path, body,
                           Result.from_answer)
 
     def prove(self, mystery_id: str, node: int | str,
@@ -192,7 +219,8 @@ class MysteryCalls:
         ``variables``: a node the case lacks, a variable it does not have; or
         ``invalid_student`` / ``student_required``); `NotFoundError`
         (``unknown_mystery``); `ClientError` 403 ``hidden_by_exercise``; TypeError, before
-        any request, for a node that is neither an integer nor a string."""
+        any request, for a node that is neither an integer nor a string (ValueError for one
+        outside int64), or for variables JSON cannot carry (naming ``variables['x']``)."""
         body = _proof_body(node, variables, self.base64_min)
         return self._send("POST", _path(mystery_id, "/proof", student), body,
                           MysteryGrade.from_answer)
@@ -215,12 +243,11 @@ class AsyncMysteryCalls:
                            *, student: str | None = None, encoding: str | None = None,
                            paths: bool = False, dead: bool = False) -> Result:
         """See `MysteryCalls.mystery_eval`."""
+        path, body = _eval_parts(self, mystery_id, expression, variables, grad_output, check,
+                                 student, encoding, paths, dead)
         if expression is None:
-            case = await self.mystery(mystery_id)
-            expression, variables = case.expression, _case_variables(case, variables)
-        body = self._eval_request(expression, variables, grad_output, check, paths, dead,
-                                  encoding)
-        return await self._send("POST", _path(mystery_id, "/eval", student), body,
+            body = _with_case(self, await self.mystery(mystery_id), body, encoding)
+        return await self._send("POST", path, body,
                                 Result.from_answer)
 
     async def prove(self, mystery_id: str, node: int | str,

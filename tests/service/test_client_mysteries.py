@@ -14,6 +14,7 @@ from glassllm.apps.client_types import from_wire
 from glassllm.client import (
     AsyncSandbox,
     InvalidInputError,
+    InvalidURLError,
     Mystery,
     MysteryGrade,
     NotFoundError,
@@ -207,3 +208,38 @@ def test_the_async_client_gives_the_same_answers(url):
     assert r.value.tobytes() == same.value.tobytes() and r.dead == same.dead
     assert all(r.grads[k].tobytes() == same.grads[k].tobytes() for k in same.grads)
     assert (g.node_right, g.input_exposes, g.score) == (True, True, 4.0)
+
+
+def test_the_cases_variables_are_checked_and_an_empty_or_long_id_never_sent(url):
+    """Without an expression a variable the case lacks (a typo) is refused, naming it and
+    the case's variables, as prove's 422 refuses it, never the case run unchanged; an empty
+    id is refused before the list route's redirect; an id too long for a URL is the client's
+    InvalidURLError, not httpx's. Sync and async alike."""
+    names = list(raw(url, "GET", f"/api/v1/mysteries/{ID}")["variables"])
+    typo = f"variables\\['zz'\\]: the case of '{ID}' has no such variable; its variables" \
+           f" are {', '.join(names)}"
+
+    async def go():
+        async with AsyncSandbox(url) as sb:
+            with pytest.raises(ValueError, match=typo):
+                await sb.mystery_eval(ID, variables={"zz": [1.0]}, student="ada")
+            with pytest.raises(ValueError, match="mystery_id must not be empty"):
+                await sb.mystery("")
+            with pytest.raises(InvalidURLError, match="URL too long"):
+                await sb.mystery("a" * 70_000)
+    asyncio.run(go())
+    with Sandbox(url) as sb:
+        with pytest.raises(ValueError, match=typo):
+            sb.mystery_eval(ID, variables={"zz": [1.0]}, student="ada")
+        with pytest.raises(InvalidInputError) as info:       # the route refuses the same
+            sb.prove(ID, 1, {"zz": [1.0]}, student="ada")
+        assert info.value.input == "variables"
+        for call in (lambda: sb.mystery(""), lambda: sb.mystery_eval(""),
+                     lambda: sb.prove("", 1)):
+            with pytest.raises(ValueError, match="mystery_id must not be empty"):
+                call()
+        for call in (lambda: sb.mystery("a" * 70_000), lambda: sb.prove("a" * 70_000, 1)):
+            with pytest.raises(InvalidURLError, match="URL too long"):
+                call()
+        x = sb.mystery(ID).variables["x"]
+        assert sb.mystery_eval(ID, variables={"x": x}, student="ada").value.shape == ()
