@@ -175,6 +175,18 @@ def from_wire(value: Any, name: str = "value") -> np.ndarray:
     return coerce("tensor", name, value, maybe_bools=False)
 
 
+def case_array(value: Any, name: str) -> np.ndarray:
+    """A case's array (an exercise's or a mystery's variable) as its kind: ids and
+    targets stay integers, a mask booleans, the rest float64 (exactly, non-finite tokens
+    included); a binary array keeps its dtype."""
+    leaf = value
+    while isinstance(leaf, list) and leaf:
+        leaf = leaf[0]
+    if isinstance(leaf, bool | int):
+        return np.asarray(value)
+    return from_wire(value, name)
+
+
 @dataclass
 class Result:
     """One computed answer: ``value`` (float64 array; 0-d for a scalar), ``grads`` (input or

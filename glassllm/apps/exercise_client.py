@@ -27,7 +27,7 @@ from typing import Any
 
 import numpy as np
 
-from glassllm.apps.client_types import path_segment, require, student_query
+from glassllm.apps.client_types import case_array, path_segment, require, student_query
 from glassllm.apps.client_types import to_wire as wire
 from glassllm.sandbox.wire import coerce, encode_array, encode_base64
 
@@ -66,7 +66,7 @@ class Exercise:
     def from_answer(cls, answer: dict) -> Exercise:
         case = answer["case"]
         return cls(answer["id"], answer["title"], answer["text"], answer["student"],
-                   {k: _array(v, k) for k, v in case["variables"].items()},
+                   {k: case_array(v, k) for k, v in case["variables"].items()},
                    None if case.get("grad_output") is None
                    else from_wire(case["grad_output"], "grad_output"),
                    answer["answers"], answer.get("function"), answer["hints"], answer)
@@ -76,22 +76,11 @@ class Exercise:
         (``generated``) first."""
         if not self.function:
             return []
-        return [(c["name"], {k: _array(v, k) for k, v in c["inputs"].items()})
+        return [(c["name"], {k: case_array(v, k) for k, v in c["inputs"].items()})
                 for c in self.function["cases"]]
 
     def _repr_markdown_(self) -> str:
         return f"### {self.title}\n\n{self.text}"
-
-
-def _array(value: Any, name: str) -> np.ndarray:
-    """A case's array as its kind: ids and targets stay integers, a mask booleans, the
-    rest float64 (exactly, non-finite tokens included)."""
-    leaf = value
-    while isinstance(leaf, list) and leaf:
-        leaf = leaf[0]
-    if isinstance(leaf, bool | int):
-        return np.asarray(value)
-    return from_wire(value, name)
 
 
 @dataclass

@@ -36,7 +36,7 @@ import numpy as np
 
 from glassllm.apps.client_types import (
     Result,
-    from_wire,
+    case_array,
     path_segment,
     require,
     student_query,
@@ -77,13 +77,8 @@ def _array(spec: Any, name: str) -> np.ndarray:
     """A case variable (``{"value": ..., "requires_grad": ...}`` or the bare value) as its
     kind: a binary array keeps its dtype; JSON integers stay integers, booleans booleans,
     the rest float64 (non-finite tokens included)."""
-    value = spec["value"] if isinstance(spec, dict) and not is_base64(spec) else spec
-    leaf = value
-    while isinstance(leaf, list) and leaf:
-        leaf = leaf[0]
-    if isinstance(leaf, bool | int):
-        return np.asarray(value)
-    return from_wire(value, name)
+    return case_array(spec["value"] if isinstance(spec, dict) and not is_base64(spec)
+                      else spec, name)
 
 
 @dataclass
