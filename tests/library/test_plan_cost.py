@@ -10,8 +10,9 @@ At small limits (tests/plan_cost.py: every case in milliseconds), each op's cost
 inputs for its plan are run through `prepare_args` and `run`; their CPU time is compared
 with the plan turned into seconds by rates measured side by side (a large add per element,
 a large matmul per multiply-add), and NumPy's peak allocation (tracemalloc) with the
-planned bytes. Ratios, not timed assertions. The figures at the default limits:
-bench/plan_cost.py.
+planned bytes. The suite holds what does not move with the machine's load: the plan's
+element counts and NumPy's peak memory. The CPU-time ratio is a figure of bench/plan_cost.py
+(at the default limits, or ``--small`` for these), where a busy machine cannot turn it red.
 """
 
 from __future__ import annotations
@@ -24,12 +25,8 @@ from glassllm import Tensor
 from glassllm.autograd import repeat_kv
 from glassllm.sandbox import registry
 
-# Measured at the small limits (2026-12, this project's 2-core machine; the plan in
-# seconds at the median unary op's rate): the highest time ratio is gelu's (~21: erf per
-# element), then reductions over 16 axes (~18); the loops that grew with a count the user
-# picks stood at 130-400. Peak memory: at most ~4.3x the planned bytes (an index sorted
-# alongside its rows).
-TIME_RATIO = 50.0
+# Peak memory at the small limits (2026-12): at most ~4.3x the planned bytes (an index
+# sorted alongside its rows). The time ratio's bound is bench/plan_cost.py's.
 MEMORY_RATIO = 8.0
 
 
@@ -57,14 +54,6 @@ def test_every_case_is_planned_near_the_limits():
 # cases whose plan is small on purpose: a strided slice and wide embedding rows build one
 # row or a third; attention with many heads is bounded by its scores
 SMALL_BY_NATURE = {"a strided slice", "32 heads of width 2, 8 positions"}
-
-
-def test_cpu_time_tracks_the_plan(measured):
-    _, results = measured
-    worst = sorted(results, key=lambda m: -m.time_ratio)[:5]
-    report = "; ".join(f"{m.case.op} ({m.case.title}): {m.time_ratio:.1f}x" for m in worst)
-    over = [m for m in results if m.time_ratio > TIME_RATIO]
-    assert not over, f"CPU time over {TIME_RATIO}x the plan: {report}"
 
 
 def test_peak_memory_tracks_the_plan(measured):

@@ -11,12 +11,12 @@ import contextlib
 import os
 import subprocess
 import sys
-import time
 
 import httpx
 import pytest
 from browser_session import ARTIFACTS, axe_serious
 from sandbox_server import free_port
+from waiting import wait_until
 
 pytestmark = [pytest.mark.browser, pytest.mark.slow]
 pytest.importorskip("jupyter_server_proxy")
@@ -42,14 +42,13 @@ def hub(tmp_path_factory):
         proc = subprocess.Popen(cmd, env=env, stdout=out, stderr=subprocess.STDOUT)
     base = f"http://127.0.0.1:{port}{PREFIX}"
     try:
-        deadline = time.monotonic() + 60
-        while True:
+        def up() -> bool:
             assert proc.poll() is None, log.read_text()[-3000:]
             with contextlib.suppress(httpx.HTTPError):
-                if httpx.get(f"{base}api/status", params={"token": TOKEN}).status_code == 200:
-                    break
-            assert time.monotonic() < deadline, "jupyter-server did not start"
-            time.sleep(0.2)
+                return httpx.get(f"{base}api/status", params={"token": TOKEN}).status_code == 200
+            return False
+
+        wait_until(up, 120, "jupyter-server to start", every=0.2)
         yield base
     finally:
         proc.terminate()        # jupyter-server-proxy stops the sandbox it started

@@ -19,8 +19,6 @@ and witnessed; its training limits are tiny, so a generated run ends at once.
 from __future__ import annotations
 
 import contextlib
-import threading
-import time
 
 import httpx
 import numpy as np
@@ -37,8 +35,11 @@ from schemathesis.specs.openapi.checks import (
     response_schema_conformance,
     status_code_conformance,
 )
+from starlette.testclient import TestClient
 
 from glassllm.sandbox import registry as R
+from glassllm_service.app import create_app
+from glassllm_service.settings import Settings
 
 pytestmark = pytest.mark.slow
 TOKEN = "conformance-token"
@@ -65,7 +66,6 @@ def live_schema(server):
 def operations() -> list[tuple[str, str]]:
     """(method, path) of every operation (the document of an app in this process; the
     server's lists the same operations)."""
-    from glassllm_service.app import create_app
     doc = create_app().openapi()
     return [(m, p) for p, item in doc["paths"].items() for m in item]
 
@@ -95,14 +95,30 @@ def test_every_answer_conforms_to_the_document(live_schema, server, method, path
 
 # a (k, n) @ (k, n) matmul, and every candidate input that may break an op's shape rule
 SHAPES = [[], [7], [2, 3], [2, 3, 5], [1, 1, 1, 1, 2]]
-# holds the one compute slot for about a second (800³ multiply-adds, 9 times)
-SLOW = {"expression": "((x * y) @ (x * y) @ (x * y)).sum()",
-        "variables": {"x": [[1e-3]] * 800, "y": [[1e-3] * 800]}}
 WITNESS_ENV = {"GLASSLLM_API_TOKEN": TOKEN, "GLASSLLM_MAX_BODY_BYTES": "65536",
                "GLASSLLM_MAX_CONCURRENCY": "1", "GLASSLLM_MAX_QUEUE": "0",
                "GLASSLLM_MAX_TRAINING_RUNS": "0", "GLASSLLM_ACCESS_LOG": "0",
                "GLASSLLM_MAX_RESULT_ELEMENTS": "40000000",
                "GLASSLLM_MAX_MATMUL_MADDS": "100000000000"}
+
+
+async def _new_event():
+    import asyncio
+    return asyncio.Event()
+
+
+async def _hold(admission, release) -> None:
+    async with admission.slot(cost=1, client="holder"):
+        await release.wait()
+
+
+async def _until(condition) -> None:
+    import asyncio
+    for _ in range(100_000):
+        if condition():
+            return
+        await asyncio.sleep(0)
+    raise AssertionError("the holder never took the slot")
 
 
 def candidates(spec) -> list:
@@ -241,18 +257,21 @@ def test_every_documented_status_is_sent(tmp_path):
         got("get", "/dist/{filename}", c.get(f"/dist/{wheel}", headers={"Range": "bytes=0-9"}))
         got("get", "/dist/{filename}", c.get(f"/dist/{wheel}",
                                              headers={"Range": "bytes=99999999-"}))
-        # 503: the one compute slot busy and no queue: refused before the body is read
-        slow = threading.Thread(target=lambda: httpx.post(f"{url}/api/v1/eval", json=SLOW,
-                                                          headers=AUTH, timeout=120))
-        slow.start()
-        deadline = time.monotonic() + 30
-        while c.get("/readyz").json()["busy"] == 0:
-            assert time.monotonic() < deadline
-            time.sleep(0.05)
+    # 503: the one compute slot busy and no queue: refused before the body is read. The
+    # slot is held by a task on the app's own loop until the test releases it (a slow
+    # request could end before the others were sent on a busy machine, or after)
+    app = create_app(Settings(**{k.removeprefix("GLASSLLM_").lower(): v
+                                 for k, v in WITNESS_ENV.items()}))
+    admission = app.state.admission
+    with TestClient(app) as inproc:
+        release = inproc.portal.call(_new_event)
+        held = inproc.portal.start_task_soon(_hold, admission, release)
+        inproc.portal.call(_until, lambda: admission.running == 1)
         for path in posts:
-            got("post", path, c.post(real(path), json={"inputs": {}}, headers=AUTH))
-        got("get", one, c.get(real(one)))                                      # 503
-        slow.join()
+            got("post", path, inproc.post(real(path), json={"inputs": {}}, headers=AUTH))
+        got("get", one, inproc.get(real(one)))                                 # 503
+        inproc.portal.call(release.set)
+        held.result()
     # 503: the training line full (one slot, held by a long run, and no line)
     full = {"GLASSLLM_API_TOKEN": TOKEN, "GLASSLLM_MAX_TRAINING_RUNS": "1",
             "GLASSLLM_MAX_TRAINING_QUEUE": "0", "GLASSLLM_ACCESS_LOG": "0"}

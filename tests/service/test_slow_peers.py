@@ -47,6 +47,12 @@ def connect(address, rcvbuf: int | None = None) -> socket.socket:
 
 def read_all(s: socket.socket, limit: float = 10.0) -> bytes:
     """Everything until the server closes (or `limit` seconds pass), resets included."""
+    return read_to_close(s, limit)[0]
+
+
+def read_to_close(s: socket.socket, limit: float) -> tuple[bytes, bool]:
+    """Everything until the server closes, and whether it did within `limit` seconds (a
+    bound on a hang, generous: not a measure of when)."""
     chunks, deadline = [], time.monotonic() + limit
     s.settimeout(0.5)
     while time.monotonic() < deadline:
@@ -55,18 +61,17 @@ def read_all(s: socket.socket, limit: float = 10.0) -> bytes:
         except TimeoutError:
             continue
         except ConnectionResetError:
-            break
+            return b"".join(chunks), True
         if not chunk:
-            break
+            return b"".join(chunks), True
         chunks.append(chunk)
-    return b"".join(chunks)
+    return b"".join(chunks), False
 
 
 def test_a_slowloris_gets_408_and_is_closed(server):
     _, address = server
     with connect(address) as s:
         s.sendall(b"GET /healthz HTTP/1.1\r\nHost: sandbox\r\n")
-        t0 = time.monotonic()
         with contextlib.suppress(OSError):          # the server may close while we write
             for i in range(12):                     # one header line every 0.25 s: 3 s
                 time.sleep(0.25)
@@ -74,7 +79,6 @@ def test_a_slowloris_gets_408_and_is_closed(server):
         answer = read_all(s, limit=5)
     assert answer.startswith(b"HTTP/1.1 408"), answer[:200]
     assert b"GLASSLLM_HEADER_TIMEOUT_S" in answer
-    assert time.monotonic() - t0 < 8
 
 
 def test_a_stalled_upload_gets_408_and_its_body_is_dropped(server):
@@ -130,13 +134,17 @@ def test_idle_connections_are_bounded_then_cleared(server):
 
 
 def test_a_kept_alive_connection_closes_after_the_idle_timeout(server):
+    """The answer keeps the connection alive (no ``Connection: close``), and then, with
+    nothing more sent, the server closes it: the idle timeout, not the answer, ended it.
+    How long it took is not asserted (a busy machine stretches it): bench/slow_peers.py."""
     _, address = server
     with connect(address) as s:
         s.sendall(b"GET /healthz HTTP/1.1\r\nHost: sandbox\r\n\r\n")
-        t0 = time.monotonic()
-        answer = read_all(s, limit=TIMEOUT + 4)
+        answer, closed = read_to_close(s, limit=TIMEOUT + 60)
+    head = answer.partition(b"\r\n\r\n")[0].lower()
     assert answer.startswith(b"HTTP/1.1 200") and answer.endswith(b'{"status":"ok"}')
-    assert TIMEOUT * 0.8 < time.monotonic() - t0 < TIMEOUT + 4
+    assert b"connection: close" not in head, head
+    assert closed, "the idle connection was never closed"
 
 
 def _limited(soft: int, hard: int):

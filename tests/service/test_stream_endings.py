@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import os
 import signal
-import time
 
 import httpx
 import pytest
@@ -54,14 +53,12 @@ def test_sigterm_ends_an_open_stream_with_a_shutdown_error():
         with httpx.stream("POST", f"{url}/api/v1/train", json=LONG, timeout=60) as r:
             lines = r.iter_lines()
             seen = _until_first_step(lines)
-            sent = time.monotonic()
             proc.send_signal(signal.SIGTERM)
             events = parse_sse([*seen, *lines])      # a clean end: no protocol error
         name, last = events[-1]
         assert name == "error" and last["code"] == "shutdown", events[-1]
         assert "shutting down" in last["message"]
         proc.wait(timeout=15)
-        assert time.monotonic() - sent < 15
         assert not training_children(proc.pid)
     finally:
         stop_server(proc)

@@ -18,7 +18,6 @@ import signal
 import subprocess
 import sys
 import threading
-import time
 from pathlib import Path
 
 import httpx
@@ -26,6 +25,7 @@ import pytest
 from prometheus_client.mmap_dict import MmapedDict
 from prometheus_client.parser import text_string_to_metric_families
 from sandbox_server import ROOT, free_port, wait_healthy
+from waiting import wait_until
 
 from glassllm_service.cpus import available_cpus
 
@@ -78,11 +78,8 @@ def busy_pids(folder: Path) -> dict[int, float]:
     return out
 
 
-def until(check, timeout: float = 30.0, what: str = "") -> None:
-    deadline = time.monotonic() + timeout
-    while not check():
-        assert time.monotonic() < deadline, f"timed out: {what}"
-        time.sleep(0.1)
+def until(check, timeout: float = 60.0, what: str = "") -> None:
+    wait_until(check, timeout, what, every=0.1)
 
 
 def test_a_killed_workers_busy_slot_stops_counting_and_a_restart_starts_from_zero(tmp_path):
