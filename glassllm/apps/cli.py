@@ -457,9 +457,14 @@ def _check_exercises(paths: list[str]) -> int:
             bad += 1
             continue
         seen[exercise.id] = str(file)
-        print(f"ok: {file}: {exercise.id} ({exercise.answer.kind}, {len(exercise.hints)}"
-              f" hints, hides {', '.join(sorted(exercise.hide)) or 'nothing'})")
+        print(f"ok: {file}: {exercise.id} version {exercise.version}"
+              f" ({exercise.answer.kind}, {len(exercise.hints)} hints, hides"
+              f" {', '.join(sorted(exercise.hide)) or 'nothing'})")
     print(f"{len(files) - bad} of {len(files)} exercise files are well-formed")
+    if files and not bad:
+        # the record remembers each (id, version)'s case; a file alone cannot tell
+        print("whether a case changed under its version: glassllm-sandbox check, where the"
+              " course's settings are (docs/exercises.md#version)")
     return 1 if bad or not files else 0
 
 

@@ -28,7 +28,8 @@ __all__ = ["Attempt", "AttemptStore", "AttemptsExhausted", "KeyReused", "NoRecor
 
 @dataclass(frozen=True)
 class Attempt:
-    """One graded submission, as the record keeps it (no answers, no expected numbers)."""
+    """One graded submission, as the record keeps it: the exercise's version and the
+    answers given (so that a regrade can run them again), never the expected numbers."""
 
     student: str
     exercise_id: str
@@ -40,6 +41,8 @@ class Attempt:
     hints_used: int | None       # None: the store counts them as it records the attempt
     created_at: dt.datetime
     idempotency_key: str | None = None
+    version: int | None = None   # the exercise's version: with the id, the student's numbers
+    answers: str | None = None    # the answers given, JSON: key -> array, as the wire reads it
 
 
 @dataclass(frozen=True)

@@ -1,11 +1,13 @@
 """A student's case of an exercise: their own numbers, and the answers expected of them.
 
-``seed = HMAC-SHA256(salt, id ‖ 0x00 ‖ content_hash ‖ 0x00 ‖ student_id)``, its first 8
-bytes big-endian (`student_seed`); the generated variables are drawn from
-``numpy.random.Generator(PCG64(seed))`` in the file's order, then a generated
-``grad_output``. Nothing is stored: any worker, replica, restart or the offline grader
-rebuilds the same case from the exercise file, the salt and the student id (with the same
-NumPy version, whose Generator streams are fixed per version).
+``seed = HMAC-SHA256(salt, id ‖ 0x00 ‖ version ‖ 0x00 ‖ student_id)``, its first 8 bytes
+big-endian (`student_seed`; ``version`` the exercise's integer in decimal); the generated
+variables are drawn from ``numpy.random.Generator(PCG64(seed))`` in the file's order, then
+a generated ``grad_output``. Nothing is stored: any worker, replica, restart or the
+offline grader rebuilds the same case from the exercise file, the salt and the student id
+(with the same NumPy version, whose Generator streams are fixed per version). The file's
+other bytes (its text, hints, points) are not in the seed: fixing a typo changes no one's
+numbers; a change to the case itself is a new ``version`` (`glassllm.course.versions`).
 
 The expected answers come from glassllm's own engine (`glassllm.sandbox.expr`): the
 case's expression forward and backward, seeded with the case's ``grad_output``.
@@ -49,21 +51,26 @@ class CaseError(ValueError):
 
 
 def student_seed(salt: str, exercise: Exercise, student_id: str) -> int:
-    """The seed of `student_id`'s numbers for `exercise`: the first 8 bytes, big-endian,
-    of HMAC-SHA256(salt, id ‖ 0x00 ‖ content_hash ‖ 0x00 ‖ student_id), UTF-8 throughout.
+    """The seed of `student_id`'s numbers for `exercise` (anything with an ``id`` and an
+    integer ``version``: an exercise, a mystery): the first 8 bytes, big-endian, of
+    HMAC-SHA256(salt, id ‖ 0x00 ‖ version ‖ 0x00 ‖ student_id), UTF-8 throughout, the
+    version in decimal digits.
 
     Example:
         >>> from types import SimpleNamespace
-        >>> ex = SimpleNamespace(id="softmax-ce", content_hash="ab" * 32)
+        >>> ex = SimpleNamespace(id="softmax-ce", version=1)
         >>> student_seed("glassllm-practice", ex, "ada") == student_seed(
         ...     "glassllm-practice", ex, "ada")
         True
         >>> student_seed("glassllm-practice", ex, "ada") != student_seed(
         ...     "glassllm-practice", ex, "alan")
         True
+        >>> student_seed("glassllm-practice", ex, "ada") != student_seed(
+        ...     "glassllm-practice", SimpleNamespace(id="softmax-ce", version=2), "ada")
+        True
     """
-    message = b"\x00".join(s.encode("utf-8") for s in (exercise.id, exercise.content_hash,
-                                                      student_id))
+    parts = (exercise.id, str(int(exercise.version)), student_id)
+    message = b"\x00".join(s.encode("utf-8") for s in parts)
     digest = hmac.new(salt.encode("utf-8"), message, hashlib.sha256).digest()
     return int.from_bytes(digest[:8], "big")
 

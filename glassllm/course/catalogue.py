@@ -1,7 +1,9 @@
 """The exercises a sandbox serves, and what their open ones hide at a given moment.
 
 `Catalogue.load` reads the lessons, the shipped example exercises (unless turned off) and
-a course's own directory, with no id twice. `Catalogue.hidden_at(now)` answers, for a
+a course's own directory, with no id twice. The **graded** exercises are the course's
+own, less its lessons: what the gradebook's ``total`` counts (`Catalogue.graded`); the
+lessons and the shipped examples are practice. `Catalogue.hidden_at(now)` answers, for a
 moment, which ops have which part hidden and by which exercises (docs/modes.md): the
 parts of every exercise open at `now` that hides something, over its ``hide_ops``. The
 answer only changes at an ``opens`` or ``closes``, so it is kept per interval between two
@@ -58,13 +60,19 @@ NOTHING_HIDDEN = Hidden()
 class Catalogue:
     """The exercises served, in order (lessons, shipped examples, the course's own)."""
 
-    def __init__(self, exercises: Iterable[Exercise]) -> None:
+    def __init__(self, exercises: Iterable[Exercise],
+                 graded: Iterable[str] | None = None) -> None:
+        """`graded`: the ids the gradebook counts (default: every exercise not a
+        lesson)."""
         self.exercises: dict[str, Exercise] = {}
         for ex in exercises:
             if ex.id in self.exercises:
                 raise ValueError(f"{ex.file}: id: {ex.id!r} is also the id of"
                                  f" {self.exercises[ex.id].file}")
             self.exercises[ex.id] = ex
+        chosen = None if graded is None else set(graded)
+        self._graded = frozenset(ex.id for ex in self.exercises.values() if not ex.lesson
+                                 and (chosen is None or ex.id in chosen))
         moments = {t for ex in self.exercises.values() if ex.hide
                    for t in (ex.opens, ex.closes) if t is not None}
         self._moments = sorted(moments)
@@ -77,7 +85,10 @@ class Catalogue:
         folders = [LESSONS_DIR] + ([SHIPPED] if shipped else [])
         if directory is not None:
             folders.append(Path(directory))
-        return cls(load_all(folders))
+        exercises = load_all(folders)
+        own = [] if directory is None else [ex.id for ex in exercises
+                                            if Path(ex.file).parent == Path(directory)]
+        return cls(exercises, graded=own)
 
     def __iter__(self):
         return iter(self.exercises.values())
@@ -91,6 +102,18 @@ class Catalogue:
     @property
     def lessons(self) -> list[Exercise]:
         return [ex for ex in self.exercises.values() if ex.lesson]
+
+    @property
+    def graded(self) -> list[Exercise]:
+        """The exercises the gradebook counts, in order: a course's own directory's, less
+        its lessons (the lessons and the shipped examples are practice)."""
+        return [ex for ex in self.exercises.values() if ex.id in self._graded]
+
+    def listed(self, now: dt.datetime, course: bool) -> list[Exercise]:
+        """The exercises a student is shown at `now`: in course mode none before its
+        ``opens`` (practice mode: every one)."""
+        return [ex for ex in self.exercises.values()
+                if not course or ex.opens is None or now >= ex.opens]
 
     def hidden_at(self, now: dt.datetime) -> Hidden:
         """What the exercises open at `now` hide (the same for a whole interval between

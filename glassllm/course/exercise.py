@@ -49,6 +49,7 @@ DISTRIBUTIONS = {"normal": ("mean", "std"), "uniform": ("low", "high"),
 CLAIM_KINDS = ("approx", "zero", "nonzero", "sum", "dot", "norm", "none", "adds_up")
 MAX_ELEMENTS = 100_000                 # of one variable: an exercise is worked by hand
 MAX_FILE_BYTES = 1_000_000
+MAX_VERSION = 1_000_000
 DEFAULT_DIGITS = 4
 GENERATED = cases.GENERATED            # the name of a function exercise's own case
 
@@ -141,6 +142,7 @@ class Exercise:
     answer: Answer
     file: str = ""
     content_hash: str = ""                   # sha256 of the file's bytes, hex
+    version: int = 1                         # with the id, the seed of every student's case
     op: str | None = None                    # the case's op, for an op case
     points: float = 1.0
     digits: int | None = DEFAULT_DIGITS
@@ -389,12 +391,13 @@ def _read(file: str, data: bytes) -> Exercise:
     except tomllib.TOMLDecodeError as exc:
         raise ExerciseFileError(file, "-", f"is not valid TOML: {exc}") from None
     t = Table(file, "", values)
-    t.allow("id", "title", "text", "points", "digits", "atol", "rtol", "feedback",
-            "max_attempts", "opens", "closes", "hide", "hide_ops", "hints", "notes", "case",
-            "answer")
+    t.allow("id", "version", "title", "text", "points", "digits", "atol", "rtol",
+            "feedback", "max_attempts", "opens", "closes", "hide", "hide_ops", "hints",
+            "notes", "case", "answer")
     ex_id = t.take_str("id", pattern=ID, max_len=64,
                        rule="must be 1 to 64 of a-z, 0-9 and -, starting and ending with a"
                             " letter or digit")
+    version = t.take_int("version", 1, low=1, high=MAX_VERSION)
     title = t.take_str("title", max_len=120, one_line=True)
     text = t.take_str("text", max_len=20_000)
     points = t.take_number("points", 1.0, low=0.0, high=1000.0)
@@ -428,9 +431,10 @@ def _read(file: str, data: bytes) -> Exercise:
     if hide_ops is None:
         hide_ops = (op,) if op is not None else tuple(called_ops(expression))
     exercise = Exercise(
-        id=ex_id, title=title, text=text, expression=expression, variables=variables,
-        answer=answer, file=file, content_hash=hashlib.sha256(data).hexdigest(), op=op,
-        points=points, digits=digits, atol=atol, rtol=rtol, feedback=feedback,
+        id=ex_id, version=version, title=title, text=text, expression=expression,
+        variables=variables, answer=answer, file=file,
+        content_hash=hashlib.sha256(data).hexdigest(), op=op, points=points, digits=digits,
+        atol=atol, rtol=rtol, feedback=feedback,
         max_attempts=max_attempts, opens=opens, closes=closes, hide=frozenset(hide),
         hide_ops=frozenset(hide_ops), hints=hints, notes=notes)
     return _checked(exercise)

@@ -21,7 +21,7 @@ from glassllm_service.hop import NoHopByHop
 from glassllm_service.observability import Observability
 from glassllm_service.record.access import CourseAccess, Gate
 from glassllm_service.record.setup import install_errors as install_record_errors
-from glassllm_service.record.setup import keyring_of, open_record
+from glassllm_service.record.setup import keep_cases, keyring_of, open_record, reroll_note
 from glassllm_service.routes import (
     contract,
     dist,
@@ -70,6 +70,9 @@ def create_app(settings: Settings | None = None, attempts: AttemptStore | None =
         app.state.record = attempts
     app.state.course = CourseState.from_settings(settings, attempts)   # exercises: a bad
     # file stops here (glassllm-sandbox checks it before starting its workers)
+    if app.state.record is not None:
+        # a case changed under the same version stops here too, named (CaseChanged)
+        _hold_cases(app.state.record, app.state.course)
     http_errors.install(app)
     if app.state.record is not None:
         install_record_errors(app)
@@ -85,6 +88,20 @@ def create_app(settings: Settings | None = None, attempts: AttemptStore | None =
     if settings.mode == "course":
         _course_document(app, settings.graded_session)
     return app
+
+
+def _hold_cases(record, course: CourseState) -> None:
+    """The served cases held to the versions the record remembers (`keep_cases`: raises
+    `CaseChanged` naming the file and the field); the upgrade's one re-roll said."""
+    import logging
+    note = reroll_note(record)
+    if note:
+        logging.getLogger("glassllm.record").warning("%s", note)
+    try:
+        keep_cases(record, course.catalogue)
+    except BaseException:
+        record.close()                # no pool left behind by an app that never starts
+        raise
 
 
 def _course_document(app: FastAPI, graded_session: bool) -> None:

@@ -13,6 +13,8 @@ from pydantic import BaseModel, Field
 
 class ExerciseSummary(BaseModel):
     id: str
+    version: int = Field(description="with the id, the seed of each student's numbers: a"
+                                     " new version, new numbers for everyone")
     title: str
     points: float
     kind: str = Field(description="what the student gives: value, grads or function")
@@ -32,7 +34,8 @@ class ExerciseList(BaseModel):
                                                " the student id")
     sign_in: bool = Field(description="course mode with course secrets: each student signs"
                                       " in with their own token (POST /api/v1/session)")
-    exercises: list[ExerciseSummary]
+    exercises: list[ExerciseSummary] = Field(description="course mode: none before it"
+                                                         " opens, but to an instructor")
 
 
 class AnswerInfo(BaseModel):
@@ -64,6 +67,7 @@ class SubmitResult(BaseModel):
     exercise: str
     student: str
     content_hash: str
+    version: int = Field(description="the exercise's version graded (and recorded)")
     passed: bool = Field(description="every answer given and right")
     score: float = Field(description="points × the share of answers right")
     points: float

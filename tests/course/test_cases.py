@@ -18,7 +18,8 @@ EXERCISES = {ex.id: ex for ex in load_dir(SHIPPED)}
 
 def test_the_seed_is_the_documented_hmac():
     ex = EXERCISES["softmax-ce-logits"]
-    message = f"{ex.id}\x00{ex.content_hash}\x00ada".encode()
+    assert ex.version == 1                              # absent from the file: 1
+    message = f"{ex.id}\x001\x00ada".encode()
     digest = hmac.new(b"course-salt", message, hashlib.sha256).digest()
     assert student_seed("course-salt", ex, "ada") == int.from_bytes(digest[:8], "big")
     assert ex.content_hash == hashlib.sha256(
@@ -47,14 +48,36 @@ def test_two_students_differ_and_one_student_is_the_same_twice(exercise):
     assert not np.array_equal(a.variables[name], other_salt.variables[name])
 
 
-def test_an_edited_file_changes_everyones_numbers(tmp_path):
+def test_a_typo_fixed_keeps_every_students_numbers_bit_for_bit(tmp_path):
+    """The text, title, hints, points and feedback are not in the seed: the file's bytes
+    change, no one's numbers or expected answers do."""
     text = (SHIPPED / "softmax-ce-logits.toml").read_text(encoding="utf-8")
+    edited = text.replace("points = 5", "points = 6").replace("**by hand**", "by hand,") \
+        .replace("Softmax each row first", "Softmax each row, first")
     (tmp_path / "a.toml").write_text(text, encoding="utf-8")
-    (tmp_path / "b.toml").write_text(text.replace("points = 5", "points = 6"), encoding="utf-8")
+    (tmp_path / "b.toml").write_text(edited, encoding="utf-8")
     a, b = load(tmp_path / "a.toml"), load(tmp_path / "b.toml")
     assert a.content_hash != b.content_hash
-    assert not np.array_equal(build_case(a, "ada").variables["logits"],
-                              build_case(b, "ada").variables["logits"])
+    assert (a.text != b.text, a.hints != b.hints, a.points, b.points) == (True, True, 5, 6)
+    for student in ("ada", "alan", "grace"):
+        ca, cb = build_case(a, student, "s"), build_case(b, student, "s")
+        assert ca.seed == cb.seed
+        for name in ("logits", "targets"):
+            assert ca.variables[name].tobytes() == cb.variables[name].tobytes()
+        assert ca.expected["logits"].tobytes() == cb.expected["logits"].tobytes()
+
+
+def test_a_new_version_draws_everyones_numbers_anew(tmp_path):
+    text = (SHIPPED / "softmax-ce-logits.toml").read_text(encoding="utf-8")
+    (tmp_path / "b.toml").write_text("version = 2\n" + text, encoding="utf-8")
+    a, b = EXERCISES["softmax-ce-logits"], load(tmp_path / "b.toml")
+    assert (a.version, b.version) == (1, 2)
+    message = b"softmax-ce-logits\x002\x00ada"
+    digest = hmac.new(b"s", message, hashlib.sha256).digest()
+    assert student_seed("s", b, "ada") == int.from_bytes(digest[:8], "big")
+    for student in ("ada", "alan"):
+        assert not np.array_equal(build_case(a, student, "s").variables["logits"],
+                                  build_case(b, student, "s").variables["logits"])
 
 
 def softmax(z):

@@ -96,7 +96,7 @@ def test_every_shipped_exercise_and_lesson_loads_and_builds():
 def test_glassllm_exercises_check_reads_them_all(capsys, tmp_path):
     assert main(["exercises", "check"]) == 0
     out = capsys.readouterr().out
-    assert "rmsnorm-backward (function" in out and "are well-formed" in out
+    assert "rmsnorm-backward version 1 (function" in out and "are well-formed" in out
     bad = write(tmp_path, BASE.replace('feedback', 'x').replace("digits = 4", "digits = 0"))
     assert main(["exercises", "check", str(tmp_path)]) == 1
     assert f"error: {bad}: digits: must be from 1 to 15, not 0" in capsys.readouterr().err

@@ -73,7 +73,8 @@ def test_a_malformed_exercise_file_stops_the_real_sandbox(tmp_path):
     assert proc.stderr.strip().splitlines()[-1] == (
         f"glassllm-sandbox: {tmp_path / 'bad.toml'}: feedbak: unknown key (did you mean"
         " 'feedback'?); the keys here are: answer, atol, case, closes, digits, feedback, hide,"
-        " hide_ops, hints, id, max_attempts, notes, opens, points, rtol, text, title")
+        " hide_ops, hints, id, max_attempts, notes, opens, points, rtol, text, title,"
+        " version")
     assert "Traceback" not in proc.stderr
 
 

@@ -3,9 +3,10 @@
 A mystery is an exercise file of kind ``"mystery"`` (docs/mystery.md): a case (an
 expression and fixed numbers) and the pool of zoo bugs it may hide, each of an op the
 case calls. Each student gets one bug of the pool, picked like an exercise's numbers:
-from ``HMAC-SHA256(salt, id ‖ 0x00 ‖ content_hash ‖ 0x00 ‖ student)``
+from ``HMAC-SHA256(salt, id ‖ 0x00 ‖ version ‖ 0x00 ‖ student)``
 (`glassllm.course.cases.student_seed`), so any worker, replica or the offline grader
-picks the same one and nothing is stored. The bug's id is never served: a student sees
+picks the same one and nothing is stored; a typo fixed in the text changes no one's bug,
+a change to the case or the pool is a new ``version``. The bug's id is never served: a student sees
 only what the case computes under it.
 
 The hunt runs with the tools, under the bug: evaluations (`evaluate`: values, gradients,
@@ -36,7 +37,8 @@ __all__ = ["MYSTERIES_DIR", "TAYLOR", "Mystery", "MysteryError", "MysteryGrade",
 
 MYSTERIES_DIR = Path(__file__).resolve().parent.parent / "mysteries"
 ID = re.compile(r"[a-z0-9](?:[a-z0-9-]{0,62}[a-z0-9])?")
-KEYS = {"kind", "id", "title", "text", "points", "bugs", "case"}
+KEYS = {"kind", "id", "version", "title", "text", "points", "bugs", "case"}
+MAX_VERSION = 1_000_000
 TAYLOR = {"modes": ["taylor"]}
 MAX_FILE_BYTES = 200_000
 
@@ -63,6 +65,7 @@ class Mystery:
     points: float = 1.0
     file: str = ""
     content_hash: str = ""
+    version: int = 1                 # with the id, the seed of each student's pick
 
     def view(self) -> dict:
         """What a student is shown: never the bug, nor the pool."""
@@ -181,6 +184,10 @@ def parse(file: str, data: bytes) -> Mystery:
     for key in ("title", "text"):
         if not isinstance(t.get(key), str) or not t[key].strip():
             raise MysteryError(file, key, "a non-empty string")
+    version = t.get("version", 1)
+    if isinstance(version, bool) or not isinstance(version, int) \
+            or not 1 <= version <= MAX_VERSION:
+        raise MysteryError(file, "version", f"an integer from 1 to {MAX_VERSION}")
     points = t.get("points", 1.0)
     if isinstance(points, bool) or not isinstance(points, int | float) or not 0 <= points <= 1000:
         raise MysteryError(file, "points", "a number from 0 to 1000")
@@ -198,7 +205,7 @@ def parse(file: str, data: bytes) -> Mystery:
             raise MysteryError(file, f"bugs[{k}]", f"{b!r} is not a bug of the zoo")
     mystery = Mystery(t["id"], t["title"], t["text"], case["expression"],
                       dict(case["variables"]), tuple(bugs), float(points), file,
-                      hashlib.sha256(data).hexdigest())
+                      hashlib.sha256(data).hexdigest(), version)
     try:
         real = expr.evaluate(mystery.expression, mystery.variables, check=TAYLOR)
     except ExprError as exc:

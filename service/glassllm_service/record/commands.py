@@ -11,6 +11,8 @@ course secrets):
 - ``forget ID``: delete the student's attempts and hints, and their name;
 - ``export [--json]``: the gradebook to standard output;
 - ``migrate``: apply the database's migrations and stop (a Kubernetes Job, a deploy step);
+- ``check``: the exercises the sandbox would serve, each case held to the one the record
+  remembers for its version, as at startup, but nothing written (exit 1 on a change);
 - ``prune``: delete what is older than GLASSLLM_RECORD_RETENTION_DAYS;
 - ``secret``: print a new ``kid=secret`` pair for GLASSLLM_COURSE_SECRETS.
 """
@@ -23,7 +25,8 @@ import datetime as dt
 import secrets
 import sys
 
-COMMANDS = ("roster", "token", "revoke", "forget", "export", "migrate", "prune", "secret")
+COMMANDS = ("roster", "token", "revoke", "forget", "export", "migrate", "check", "prune",
+            "secret")
 
 
 def _fail(message: str) -> SystemExit:
@@ -136,6 +139,8 @@ def main(argv: list[str]) -> None:
     sub.add_parser("export", help="the gradebook (CSV)").add_argument("--json",
                                                                       action="store_true")
     sub.add_parser("migrate", help="apply the database's migrations")
+    sub.add_parser("check", help="the served exercises' cases against the record's"
+                   " versions (nothing written)")
     sub.add_parser("prune", help="delete attempts past the retention")
     sub.add_parser("secret", help="a new kid=secret pair")
     args = parser.parse_args(argv)
@@ -145,13 +150,20 @@ def main(argv: list[str]) -> None:
         return
     settings = _settings()
     _course(settings)
-    from glassllm_service.record.setup import open_record
+    from glassllm_service.record.setup import open_record, reroll_note
     try:
         record = open_record(settings)
     except Exception as exc:          # the database unreachable, a URL wrong: one line
         raise _fail(f"the record's database: {type(exc).__name__}: {exc}") from None
     if args.command == "migrate":
-        print(f"record: migrated ({'PostgreSQL' if settings.database_url else 'SQLite'})")
+        applied = ", ".join(f"{v:04d}" for v in record.migrated_now) or "none missing"
+        print(f"record: migrated ({'PostgreSQL' if settings.database_url else 'SQLite'});"
+              f" applied now: {applied}")
+        note = reroll_note(record)
+        if note:
+            print(note)
+    elif args.command == "check":
+        _check_cases(record, settings)
     elif args.command == "prune":
         n = record.prune(settings.record_retention_days)
         print(f"record: {n} attempts older than {settings.record_retention_days} days deleted")
@@ -192,13 +204,32 @@ def main(argv: list[str]) -> None:
                       "instructor" if args.instructor else "student")
 
 
+def _check_cases(record, settings) -> None:
+    """Each served case against the record's memory of its version, one line each; a
+    change under the same version stops with its lines (as the sandbox's start would)."""
+    from glassllm.course import ExerciseFileError
+    from glassllm_service.course_state import load_catalogue
+    from glassllm_service.record.setup import CaseChanged, keep_cases, served_definitions
+    try:
+        catalogue = load_catalogue(settings)
+        new = {(d.kind, d.id, d.version) for d in keep_cases(record, catalogue, keep=False)}
+    except (ExerciseFileError, CaseChanged) as exc:
+        raise _fail(str(exc).replace("\n", "\nglassllm-sandbox: ")) from None
+    for d in served_definitions(catalogue):
+        said = "new: kept at the sandbox's next start" if (d.kind, d.id, d.version) in new \
+            else "as the record remembers it"
+        print(f"ok: {d.file}: {d.kind} {d.id} version {d.version}: {said}")
+
+
 def _export(record, settings, as_json: bool) -> None:
     import orjson
 
     from glassllm_service.course_state import load_catalogue
     from glassllm_service.record import export
+    catalogue = load_catalogue(settings)
     book = export.table(record.students(), record.attempts(),
-                        [ex.id for ex in load_catalogue(settings) if not ex.lesson])
+                        [(ex.id, ex.points) for ex in catalogue.graded],
+                        [ex.id for ex in catalogue])
     if as_json:
         sys.stdout.write(orjson.dumps({"course": record.course, **book}).decode() + "\n")
     else:

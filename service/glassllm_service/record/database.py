@@ -9,7 +9,9 @@
   PostgreSQL), a busy timeout
   (workers take turns instead of failing with ``database is locked``), and every write
   transaction ``BEGIN IMMEDIATE``: it takes the write lock first, so two workers numbering
-  the same student's attempt never both read the same count.
+  the same student's attempt never both read the same count. Its folder is 0700 and its
+  files (the database, ``-wal``, ``-shm``, ``.turn``) 0600 whatever the umask
+  (`private_files`): the record holds every student's answers and scores.
 - **PostgreSQL** when ``GLASSLLM_DATABASE_URL`` is set (psycopg 3), a pool of
   ``GLASSLLM_DB_POOL_SIZE`` connections per worker and no overflow, so that replicas ×
   workers × pool is a bound `connection_budget` checks against ``max_connections``.
@@ -25,7 +27,10 @@ Kubernetes init container or Job). A worker only checks that none is missing.
 from __future__ import annotations
 
 import datetime as dt
+import logging
+import os
 import re
+import stat
 from importlib import resources
 from pathlib import Path
 
@@ -38,6 +43,9 @@ BUSY_TIMEOUT_MS = 10_000
 # Connections PostgreSQL keeps for itself and its superusers, and for a migrate command or
 # an instructor's psql beside the sandboxes.
 RESERVED_CONNECTIONS = 5
+# Beside the SQLite file: its write-ahead log, its shared memory, the writers' turn.
+SQLITE_SIDE_FILES = ("-wal", "-shm", "-journal", ".turn")
+log = logging.getLogger("glassllm.record")
 
 
 class RecordError(RuntimeError):
@@ -78,12 +86,64 @@ def url_of(database_url: str | None, data_dir: Path) -> str:
     return database_url
 
 
+def _tighten(path: Path, mode: int, what: str) -> None:
+    """`path` at `mode` (0700, 0600) or tighter: a looser one of this user's tightened, and
+    said in the log; a looser one of another user's, or a shared folder (the sticky bit,
+    as /tmp), refused with a line naming it."""
+    st = path.stat()
+    loose = st.st_mode & 0o777 & ~mode
+    if not loose:
+        return
+    now = f"{st.st_mode & 0o7777:04o}"
+    if stat.S_ISDIR(st.st_mode) and st.st_mode & stat.S_ISVTX:
+        raise RecordError(f"{what} {path} is a shared folder (mode {now}, the sticky bit of"
+                          " /tmp): the class record needs a folder of its own; set"
+                          " GLASSLLM_DATA_DIR to one")
+    if st.st_uid != os.geteuid():
+        raise RecordError(f"{what} {path} is mode {now} and belongs to another user: the"
+                          f" class record's files are readable by their owner only; chmod"
+                          f" {mode:o} it as its owner, or set GLASSLLM_DATA_DIR to a folder"
+                          " of this user's")
+    os.chmod(path, (st.st_mode & 0o777) & mode)
+    log.warning("record: %s %s was mode %s; tightened to %04o (the class record is"
+                " readable by its owner only)", what, path, now, (st.st_mode & 0o777) & mode)
+
+
+def private_files(database: Path) -> None:
+    """The SQLite record's folder made 0700 and its file 0600 before SQLite opens it,
+    whatever the umask: SQLite makes the ``-wal`` and ``-shm`` files with the database
+    file's own mode, so they are 0600 too. Files and a folder left looser by an older
+    version are tightened (`_tighten`; refused when they are another user's)."""
+    folder = database.parent
+    if not folder.exists():
+        folder.parent.mkdir(parents=True, exist_ok=True)
+        try:
+            folder.mkdir(mode=0o700)
+            os.chmod(folder, 0o700)       # the umask may have taken bits the owner needs
+        except FileExistsError:            # another worker made it first
+            pass
+    if not folder.is_dir():
+        raise RecordError(f"the record's folder {folder} (GLASSLLM_DATA_DIR) is not a folder")
+    _tighten(folder, 0o700, "the record's folder")
+    try:
+        fd = os.open(database, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    except FileExistsError:
+        pass
+    else:
+        os.fchmod(fd, 0o600)
+        os.close(fd)
+    for path in (database, *(Path(f"{database}{end}") for end in SQLITE_SIDE_FILES)):
+        if path.exists():
+            _tighten(path, 0o600, "the record's file")
+
+
 def engine_for(url: str, pool_size: int = 4) -> Engine:
-    """An engine with the pragmas or pool of the module docstring."""
+    """An engine with the pragmas or pool of the module docstring (SQLite: its files
+    private, `private_files`)."""
     parsed = make_url(url)
     if parsed.get_backend_name() == "sqlite":
-        if parsed.database:
-            Path(parsed.database).parent.mkdir(parents=True, exist_ok=True)
+        if parsed.database and parsed.database != ":memory:":
+            private_files(Path(parsed.database))
         engine = create_engine(url, pool_size=pool_size, max_overflow=0,
                                connect_args={"timeout": BUSY_TIMEOUT_MS / 1000,
                                              "check_same_thread": False})

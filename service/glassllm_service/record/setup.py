@@ -1,8 +1,13 @@
-"""The record of one sandbox, from its settings: the keyring, the database, migrated."""
+"""The record of one sandbox, from its settings: the keyring, the database, migrated, the
+cases it serves held to the versions the record remembers."""
 
 from __future__ import annotations
 
-from glassllm_service.record.database import engine_for, migrate, url_of
+import functools
+from collections.abc import Iterable
+
+from glassllm.course.versions import Definition, definition
+from glassllm_service.record.database import RecordError, engine_for, migrate, url_of
 from glassllm_service.record.store import DatabaseRecord
 from glassllm_service.record.tokens import Keyring, parse_secrets
 from glassllm_service.settings import Settings
@@ -20,9 +25,58 @@ def open_record(settings: Settings, *, apply_migrations: bool = True) -> Databas
     many workers and replicas start at the same time: `migrate` takes a lock)."""
     engine = engine_for(url_of(settings.database_url, settings.record_dir),
                         settings.db_pool_size)
-    if apply_migrations:
-        migrate(engine)
-    return DatabaseRecord(engine, settings.course_id)
+    applied = migrate(engine) if apply_migrations else []
+    record = DatabaseRecord(engine, settings.course_id)
+    record.migrated_now = applied
+    return record
+
+
+# The migration after which a student's numbers come from an exercise's id and version.
+VERSIONED_SEEDS = 3
+
+
+def reroll_note(record: DatabaseRecord) -> str | None:
+    """What `open_record` must say when it applied, to a record that existed before, the
+    migration that changed the seed formula: every running course's numbers are drawn
+    anew, once (None otherwise: a new record has no course running)."""
+    if VERSIONED_SEEDS not in record.migrated_now or 1 in record.migrated_now:
+        return None
+    before = len(record.attempts())
+    return (f"record: the numbers of every student are drawn anew, once: from this version"
+            f" on they come from each exercise's id and version, not its file's bytes"
+            f" (docs/changelog.md). Course {record.course!r}: the {before}"
+            f" attempt{'s' * (before != 1)} made before keep their scores and still count"
+            " toward max_attempts, but were made on the old numbers (and cannot be"
+            " regraded: their answers were not kept); tell the students to reload their"
+            " exercises")
+
+
+class CaseChanged(RecordError):
+    """A served exercise's case is not the one the record remembers for its version."""
+
+
+@functools.cache
+def _mysteries() -> tuple:
+    from glassllm.course.zoo import mystery
+    return tuple(mystery.load_dir())
+
+
+def served_definitions(exercises: Iterable) -> list[Definition]:
+    """The definitions of the cases a course sandbox serves: its exercises (the lessons,
+    the shipped examples when served, the course's own) and the shipped mysteries."""
+    return [definition(item) for item in (*exercises, *_mysteries())]
+
+
+def keep_cases(record: DatabaseRecord, exercises: Iterable, *, keep: bool = True
+               ) -> list[Definition]:
+    """Every served case compared with the record's memory of its (id, version), the new
+    ones kept (`DatabaseRecord.case_versions`); `CaseChanged`, one line per changed file
+    naming the field and "bump version", when any differs. The definitions new to the
+    record."""
+    problems, new = record.case_versions(served_definitions(exercises), keep=keep)
+    if problems:
+        raise CaseChanged("\n".join(problems))
+    return new
 
 
 RETRY_AFTER_S = 5
@@ -78,15 +132,21 @@ async def record_status(record: DatabaseRecord, timeout: float = 2.0) -> str:
 
 def prepare_record(settings: Settings, workers: int = 1) -> None:
     """At ``glassllm-sandbox``'s start, before the workers: the migrations applied, the
-    retention enforced, the connection budget checked (one line either way); a problem
-    stops the start with one line."""
+    retention enforced, the connection budget checked (one line either way), every served
+    case held to its version (`keep_cases`); a problem stops the start with one line (a
+    line per changed file)."""
     import sys
 
-    from glassllm_service.record.database import RecordError, connection_budget
+    from glassllm_service.course_state import load_catalogue
+    from glassllm_service.record.database import connection_budget
     try:
         record = open_record(settings)
         print(connection_budget(record.engine, settings.replicas, workers,
                                 settings.db_pool_size), file=sys.stderr)
+        note = reroll_note(record)
+        if note:
+            print(note, file=sys.stderr)
+        keep_cases(record, load_catalogue(settings))
         record.prune(settings.record_retention_days)
         record.close()
     except RecordError as exc:

@@ -22,10 +22,15 @@ import threading
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 
+import orjson
 from sqlalchemy import Connection, Engine, text
 
 from glassllm.course.attempts import Attempt, AttemptsExhausted, KeyReused, Recorded, Revoked
-from glassllm_service.record.database import now_text, writer
+from glassllm.course.versions import Definition, changed
+from glassllm_service.record.database import MIGRATION_LOCK, now_text, writer
+
+# The key of the lock a starting replica holds while it compares and keeps the cases.
+CASES_LOCK = MIGRATION_LOCK + 1
 
 
 class WriterTurn:
@@ -41,6 +46,8 @@ class WriterTurn:
         self._fd = None
         if database and database != ":memory:":
             self._fd = os.open(f"{database}.turn", os.O_RDWR | os.O_CREAT, 0o600)
+            if os.fstat(self._fd).st_mode & 0o177:      # the record's files are 0600
+                os.fchmod(self._fd, 0o600)
 
     def __enter__(self) -> None:
         self._lock.acquire()
@@ -88,8 +95,9 @@ GENERATION_AND_COUNTS = text(
 
 INSERT_ATTEMPT = text(
     "INSERT INTO attempts (course, student, exercise_id, attempt_no, content_hash,"
-    " verdict_digest, pattern, score, passed, hints_used, idempotency_key, created_at)"
-    " VALUES (:c, :s, :e, :n, :h, :d, :p, :score, :passed, :hints, :k, :t)")
+    " verdict_digest, pattern, score, passed, hints_used, idempotency_key, created_at,"
+    " version, answers) VALUES (:c, :s, :e, :n, :h, :d, :p, :score, :passed, :hints, :k,"
+    " :t, :v, :a)")
 # The same statements for psycopg itself (its pipeline mode), in its parameter style.
 PG_LOCK = ("SELECT generation FROM students WHERE course = %(c)s AND student = %(s)s"
            " FOR UPDATE")
@@ -119,7 +127,8 @@ def _decide(course: str, attempt: Attempt, max_attempts: int | None,
             "h": attempt.content_hash, "d": attempt.verdict_digest, "p": attempt.pattern,
             "score": float(attempt.score), "passed": bool(attempt.passed),
             "hints": int(hints) if attempt.hints_used is None else attempt.hints_used,
-            "k": attempt.idempotency_key, "t": now_text(attempt.created_at)}
+            "k": attempt.idempotency_key, "t": now_text(attempt.created_at),
+            "v": attempt.version, "a": attempt.answers}
 
 
 class DatabaseRecord:
@@ -129,6 +138,7 @@ class DatabaseRecord:
 
     def __init__(self, engine: Engine, course: str) -> None:
         self.engine, self.course = engine, course
+        self.migrated_now: list[int] = []       # the migrations applied as it was opened
         self._writes = writer(engine)
         self._pg = engine.dialect.name == "postgresql"
         # SQLite has one writer at a time per file; writers take turns here rather than in
@@ -316,23 +326,91 @@ class DatabaseRecord:
                          {"c": self.course, "s": student, "e": exercise_id, "n": number,
                           "t": now_text()})
 
+    # -- the cases served: each (id, version)'s definition, first seen ---------------------
+
+    def case_versions(self, definitions: Iterable[Definition], *, keep: bool = True
+                      ) -> tuple[list[str], list[Definition]]:
+        """Each definition compared with the one the record keeps for its (kind, id,
+        version): the problems (one line each: the file, the first field changed, "bump
+        version") and the definitions not kept yet. With `keep` and no problem, the new
+        ones are kept, in the same transaction (one starting replica at a time: SQLite's
+        write lock, PostgreSQL's advisory lock), so that two replicas serving two
+        different cases under one version cannot both start. Nothing is written when
+        any is refused."""
+        definitions = list(definitions)
+        problems: list[str] = []
+        new: list[Definition] = []
+        with (self._write() if keep else self.engine.connect()) as conn:
+            if keep and self._pg:
+                conn.execute(text("SELECT pg_advisory_xact_lock(:k)"), {"k": CASES_LOCK})
+            rows = conn.execute(text(
+                "SELECT kind, exercise_id, version, fingerprint, fields, file, created_at"
+                " FROM case_versions WHERE course = :c"), {"c": self.course}).all()
+            kept = {(r[0], r[1], int(r[2])): r for r in rows}
+            latest: dict[tuple[str, str], int] = {}
+            for r in rows:
+                latest[(r[0], r[1])] = max(latest.get((r[0], r[1]), 0), int(r[2]))
+            for d in definitions:
+                row = kept.get((d.kind, d.id, d.version))
+                if row is None:
+                    new.append(d)
+                elif row[3] != d.fingerprint:
+                    problems.append(self._refusal(d, orjson.loads(row[4]), row[5], row[6],
+                                                  latest[(d.kind, d.id)] + 1))
+            if keep and new and not problems:
+                conn.execute(text(
+                    "INSERT INTO case_versions (course, kind, exercise_id, version,"
+                    " fingerprint, fields, file, created_at) VALUES (:c, :k, :e, :v, :f,"
+                    " :fields, :file, :t)"),
+                    [{"c": self.course, "k": d.kind, "e": d.id, "v": d.version,
+                      "f": d.fingerprint, "fields": orjson.dumps(d.fields).decode(),
+                      "file": d.file[-1000:], "t": now_text()} for d in new])
+            if not keep:
+                conn.rollback()
+        return problems, new
+
+    def _refusal(self, d: Definition, before: dict, file: str, when: str,
+                 next_version: int) -> str:
+        fields = changed(before, d.fields)
+        more = f" (and {', '.join(fields[1:])})" if len(fields) > 1 else ""
+        first = "" if file == d.file else f" from {file}"
+        return (f"{d.file}: {fields[0]}: changed{more} since {d.kind} {d.id!r} version"
+                f" {d.version} was first served to course {self.course!r}{first} at"
+                f" {when}: every student's numbers or expected answers would change under"
+                f" the attempts already counted. Undo the change, or bump version"
+                f" (version = {next_version}) to give everyone new numbers on purpose")
+
     # -- reading and forgetting -------------------------------------------------------------
 
-    def attempts(self, student: str | None = None) -> list[dict]:
-        """Every attempt (of one student), oldest first, as the export gives them."""
+    def attempts(self, student: str | None = None, *, answers: bool = False) -> list[dict]:
+        """Every attempt (of one student), oldest first, as the export gives them: with
+        the exercise's ``version`` and whether it is ``regradable`` (its answers kept;
+        attempts from before the answers were kept are not). `answers`: each row's
+        ``answers`` too (key → array as the wire reads it; None when not kept)."""
         where, params = "course = :c", {"c": self.course}
         if student is not None:
             where, params = where + " AND student = :s", {**params, "s": student}
+        kept = "answers" if answers else "answers IS NOT NULL"
         with self.engine.connect() as conn:
             rows = conn.execute(text(
                 "SELECT student, exercise_id, attempt_no, content_hash, verdict_digest,"
-                " pattern, score, passed, hints_used, created_at FROM attempts WHERE "
-                + where + " ORDER BY student, exercise_id, attempt_no"), params).all()
+                " pattern, score, passed, hints_used, created_at, version, " + kept +
+                " FROM attempts WHERE " + where + " ORDER BY student, exercise_id,"
+                " attempt_no"), params).all()
             conn.rollback()
-        return [{"student": r[0], "exercise": r[1], "attempt": int(r[2]),
-                 "content_hash": r[3], "verdict_digest": r[4], "pattern": r[5],
-                 "score": float(r[6]), "passed": bool(r[7]), "hints_used": int(r[8]),
-                 "created_at": r[9]} for r in rows]
+        out = []
+        for r in rows:
+            row = {"student": r[0], "exercise": r[1], "attempt": int(r[2]),
+                   "content_hash": r[3], "verdict_digest": r[4], "pattern": r[5],
+                   "score": float(r[6]), "passed": bool(r[7]), "hints_used": int(r[8]),
+                   "created_at": r[9], "version": None if r[10] is None else int(r[10])}
+            if answers:
+                row["answers"] = None if r[11] is None else orjson.loads(r[11])
+                row["regradable"] = r[11] is not None and r[10] is not None
+            else:
+                row["regradable"] = bool(r[11]) and r[10] is not None
+            out.append(row)
+        return out
 
     def forget(self, student: str) -> int:
         """Delete the student's attempts, hints and display name; the number of attempts

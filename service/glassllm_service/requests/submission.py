@@ -71,18 +71,22 @@ def utc(moment: dt.datetime | None) -> str | None:
 
 def summary(course: CourseState, ex: Exercise, now: dt.datetime) -> dict:
     """One exercise in the list."""
-    return {"id": ex.id, "title": ex.title, "points": ex.points, "kind": ex.answer.kind,
+    return {"id": ex.id, "version": ex.version, "title": ex.title, "points": ex.points,
+            "kind": ex.answer.kind,
             "lesson": ex.lesson, "opens": utc(ex.opens), "closes": utc(ex.closes),
             "open": course.is_open(ex, now), "feedback": course.feedback(ex),
             "hints": len(ex.hints), "max_attempts": ex.max_attempts}
 
 
-def listing(course: CourseState) -> bytes:
+def listing(course: CourseState, instructor: bool = False) -> bytes:
+    """The list: in course mode, to anyone but an instructor, without the exercises not
+    open yet (their ids, titles and times are the course's to announce)."""
     now = course.now()
+    shown = course.catalogue if instructor else course.catalogue.listed(now, course.course)
     return dumps({"mode": course.settings.mode, "graded_session": course.graded,
                   "student_required": course.course,
                   "sign_in": course.course and bool(course.settings.course_secrets),
-                  "exercises": [summary(course, ex, now) for ex in course.catalogue]})
+                  "exercises": [summary(course, ex, now) for ex in shown]})
 
 
 def rule(ex: Exercise) -> dict:
@@ -174,6 +178,8 @@ class Submission:
             used = self.attempts.attempts_used(self.student, ex.id)     # no grading then
             if used >= ex.max_attempts:
                 raise no_attempts_left(ex, used)
+        kept = kept_answers(self.answers, course.settings) if self.attempts.enforces \
+            else None
         case = build_case(ex, self.student, course.salt, course.settings.limits)
         feedback = course.feedback(ex)
         verdicts, missing = grade_case(case, self.answers)
@@ -186,7 +192,7 @@ class Submission:
         attempt = Attempt(self.student, ex.id, ex.content_hash,
                           hashlib.sha256(orjson.dumps(public, option=orjson.OPT_SORT_KEYS)
                                          ).hexdigest(), first_wrong, score,
-                          passed == total, None, course.now(), self.key)
+                          passed == total, None, course.now(), self.key, ex.version, kept)
         try:     # Revoked (a stale token generation) is the record's 401 (record/setup.py)
             recorded = self.attempts.record_attempt(attempt, ex.max_attempts,
                                                       self.generation)
@@ -198,13 +204,28 @@ class Submission:
         remaining = (None if ex.max_attempts is None or recorded.used is None
                      else max(0, ex.max_attempts - recorded.used))
         return dumps({"exercise": ex.id, "student": self.student,
-                      "content_hash": ex.content_hash, "passed": passed == total,
+                      "content_hash": ex.content_hash, "version": ex.version,
+                      "passed": passed == total,
                       "score": score, "points": ex.points, "feedback": feedback,
                       "rule": rule(ex), "answers": public, "missing": missing,
                       "attempt": {"number": recorded.number,
                                   "recorded": recorded.number is not None,
                                   "repeated": recorded.repeated, "max": ex.max_attempts,
                                   "remaining": remaining}})
+
+
+def kept_answers(answers: dict, settings: Settings) -> str:
+    """The answers as the record keeps them for a regrade: JSON, answer key → the array
+    as graded (float64; nested lists, non-finite numbers as the wire's strings), which
+    the wire reads back to the same bits. Held to the request body's own bound
+    (``GLASSLLM_MAX_BODY_BYTES``): 413 before any grading past it."""
+    text = orjson.dumps({k: encode_array(v) for k, v in answers.items()})
+    if len(text) > settings.max_body_bytes:
+        raise ApiError(413, "too_large", f"the answers would be kept in the class record as"
+                       f" {len(text)} bytes; the record keeps at most"
+                       f" {settings.max_body_bytes} (GLASSLLM_MAX_BODY_BYTES) per attempt",
+                       input="answers")
+    return text.decode()
 
 
 def grade_case(case: Case, answers: dict) -> tuple[dict, list[str]]:

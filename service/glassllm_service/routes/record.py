@@ -144,10 +144,12 @@ async def gradebook(fmt: str, request: Request) -> Response:
     record = _record(request)
     _keyring(request)
     require_instructor(await current_student(request))
-    exercises = [ex.id for ex in request.app.state.course.catalogue if not ex.lesson]
+    catalogue = request.app.state.course.catalogue
 
     def build() -> dict:
-        return export.table(record.students(), record.attempts(), exercises)
+        return export.table(record.students(), record.attempts(),
+                            [(ex.id, ex.points) for ex in catalogue.graded],
+                            [ex.id for ex in catalogue])
 
     book = await run_in_threadpool(build)
     headers = {"Cache-Control": "no-store"}
