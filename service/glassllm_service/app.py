@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import functools
 import gc
 
 import anyio.to_thread
@@ -15,7 +16,7 @@ from glassllm.sandbox.runtime import tune_malloc
 from glassllm_service import admission, graded, http_errors, metrics, openapi, training_queue
 from glassllm_service.allow import AllowEveryMethod, allow_head
 from glassllm_service.auth import BearerToken
-from glassllm_service.course_state import CourseState
+from glassllm_service.course_state import CourseState, spread
 from glassllm_service.files import remove_private_dirs
 from glassllm_service.hop import NoHopByHop
 from glassllm_service.observability import Observability
@@ -89,14 +90,22 @@ def create_app(settings: Settings | None = None, attempts: AttemptStore | None =
 
 def _course_document(app: FastAPI, graded_session: bool) -> None:
     """Course mode's /openapi.json: the hiding routes' 403, the graded session's routes
-    gone."""
+    gone, and no op summary that speaks of a rule an open exercise hides now."""
     build = app.openapi
+
+    @functools.lru_cache(maxsize=8)
+    def without(rules: tuple) -> dict:
+        return openapi.without_rules(document(), dict(rules))
 
     def document() -> dict:
         doc = graded.with_hiding(build())
         return graded.prune(doc) if graded_session else doc
 
-    app.openapi = document
+    def now() -> dict:
+        rules = tuple(sorted(spread(app.state.course.hidden(), "rule").items()))
+        return without(rules) if rules else document()
+
+    app.openapi = now
 
 
 def _prepare_process(settings: Settings) -> None:
