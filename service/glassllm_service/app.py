@@ -29,6 +29,7 @@ from glassllm_service.routes import (
     exercises,
     expressions,
     health,
+    hidden,
     mysteries,
     ops,
     pages,
@@ -47,7 +48,8 @@ Arrays are JSON numbers and nested lists of float64; non-finite floats are the s
 that form. Every op, its inputs and runnable examples: `GET /api/v1/ops`.
 """
 ROUTERS = (health.router, expressions.router, tools.router, train.router, dist.router,
-           dist.simple_router, exercises.router, mysteries.router, record.router)
+           dist.simple_router, exercises.router, mysteries.router, record.router,
+           hidden.router)
 
 
 def create_app(settings: Settings | None = None, attempts: AttemptStore | None = None

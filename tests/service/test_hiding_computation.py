@@ -10,12 +10,15 @@ from __future__ import annotations
 
 import base64
 import copy
+import datetime as dt
 import json
+import subprocess
+import sys
 
 import numpy as np
 import pytest
 from fastapi.testclient import TestClient
-from hiding_course import SALT, W, X, bisect, course_dir, rule_texts
+from hiding_course import SALT, W, X, bisect, course_dir, exercise_file, rule_texts
 
 from glassllm.course.lesson_requests import LESSONS
 from glassllm.course.zoo import mystery as M
@@ -24,10 +27,12 @@ from glassllm.sandbox import registry
 from glassllm.sandbox.registry.closure import runners
 from glassllm.training.stream import encode_weights
 from glassllm_service.app import create_app
+from glassllm_service.record.tokens import Keyring
 from glassllm_service.routes.contract import pages
 from glassllm_service.settings import Settings
 from glassllm_service.trained_weights import key_of, sign
 
+SECRET = "h" * 40
 STUDENT = {"X-Student-ID": "ada"}
 RMS_X = [[1.0, 2.0, 3.0, 4.0], [0.5, -1.0, 2.0, 0.0]]
 RMS_W = [1.0, 1.5, 2.0, 0.5]
@@ -408,3 +413,87 @@ def test_a_training_run_asks_and_runs_on_numbers_no_student_chose(course):
     assert uses.student_chose() is False
     assert course.app.state.course.hide(run) is run
     assert bytes.fromhex(run.kwargs["signing_key"]) == key_of(SALT)
+
+
+@pytest.fixture(scope="module")
+def signed_in(tmp_path_factory):
+    root = tmp_path_factory.mktemp("signed")
+    now = dt.datetime.now(dt.UTC).replace(microsecond=0)
+    folder = course_dir(root / "exercises")
+    (folder / "later.toml").write_text(exercise_file(
+        "later", ["expected"], ["tanh"], "tanh(x)", {"x": [3]},
+        extra=f"opens = {(now + dt.timedelta(days=2)).isoformat()}\n"
+              f"closes = {(now + dt.timedelta(days=9)).isoformat()}\n"), encoding="utf-8")
+    client = app(folder, course_secrets=f"k1={SECRET}", data_dir=str(root / "data"))
+    ring = Keyring("course", {"k1": SECRET})
+    return client, ring.issue("prof", "instructor", days=1), ring.issue("ada", days=1), now
+
+
+def test_an_instructor_lists_what_is_hidden_now_and_why(signed_in):
+    client, prof, ada, now = signed_in
+    r = client.get("/api/v1/hidden", headers={"Authorization": f"Bearer {prof}"})
+    assert r.status_code == 200 and r.headers["cache-control"] == "no-store"
+    head = client.head("/api/v1/hidden", headers={"Authorization": f"Bearer {prof}"})
+    assert head.status_code == 200 and head.content == b""
+    found = r.json()
+    assert found["mode"] == "course" and found["hiding"] is True
+    assert found["ops"]["matmul"] == {p: ["mm"] for p in ("expected", "finite_differences",
+                                                          "graph_grads", "rule", "steps")}
+    assert found["ops"]["softmax"] == {"expected": ["sm"], "graph_grads": ["sm"]}
+    assert "tanh" not in found["ops"]                       # "later" is not open yet
+    by_id = {ex["id"]: ex for ex in found["exercises"]}
+    assert by_id["mm"]["reaches"] == ["attention", "linear", "matmul", "swiglu",
+                                      "transformer_block"]
+    assert by_id["rms"]["hide_ops"] == ["rms_norm"] and by_id["rms"]["closes"] is None
+    assert (by_id["later"]["state"], by_id["later"]["hiding"]) == ("not open yet", False)
+    at = (now + dt.timedelta(days=3)).isoformat()
+    later = client.get("/api/v1/hidden", params={"at": at},
+                       headers={"Authorization": f"Bearer {prof}"}).json()
+    assert later["ops"]["tanh"] == {"expected": ["later"]}
+    assert {ex["id"]: ex["state"] for ex in later["exercises"]}["later"] == "open"
+    for headers, status, code in (({"Authorization": f"Bearer {ada}"}, 403, "instructor_only"),
+                                  ({}, 401, "unauthorized"),
+                                  ({"Authorization": "Bearer nope"}, 401, "invalid_token")):
+        r = client.get("/api/v1/hidden", headers=headers)
+        assert r.status_code == status, r.text
+        assert code is None or r.json()["error"]["code"] == code
+    r = client.get("/api/v1/hidden", params={"at": "next tuesday"},
+                   headers={"Authorization": f"Bearer {prof}"})
+    assert r.status_code == 422 and r.json()["error"]["input"] == "at"
+
+
+def test_without_course_tokens_the_list_is_the_command_s(course, tmp_path):
+    r = course.get("/api/v1/hidden")
+    assert r.status_code == 404 and r.json()["error"]["code"] == "no_sign_in"
+    folder = course_dir(tmp_path / "exercises")
+    env = {"GLASSLLM_MODE": "course", "GLASSLLM_COURSE_SALT": SALT,
+           "GLASSLLM_EXERCISES_DIR": str(folder), "PATH": "/usr/bin:/bin"}
+    out = subprocess.run([sys.executable, "-m", "glassllm_service.sandbox_cli", "hidden"],
+                         env=env, capture_output=True, text=True, timeout=60)
+    assert out.returncode == 0, out.stderr
+    assert "mm (open, always → no end): hides expected, finite_differences, graph_grads," \
+        " rule, steps of matmul" in out.stdout
+    assert "reaches the requests that run: attention, linear, matmul, swiglu," \
+        " transformer_block" in out.stdout
+    found = json.loads(subprocess.run(
+        [sys.executable, "-m", "glassllm_service.sandbox_cli", "hidden", "--json"], env=env,
+        capture_output=True, text=True, timeout=60).stdout)
+    assert found["ops"]["rms_norm"]["rule"] == ["rms"]
+    bad = subprocess.run([sys.executable, "-m", "glassllm_service.sandbox_cli", "hidden",
+                          "--at", "soon"], env=env, capture_output=True, text=True, timeout=60)
+    assert bad.returncode == 2 and "ISO 8601" in bad.stderr
+
+
+def test_the_list_of_what_is_hidden_is_a_503_while_the_record_does_not_answer(tmp_path):
+    """An instructor's token is checked against the record (a revoked one is dead): with
+    PostgreSQL stopped the list is 503 record_unavailable to retry, never a 500."""
+    from postgres_server import running_postgres
+    ring = Keyring("course", {"k1": SECRET})
+    prof = ring.issue("prof", "instructor", days=1)
+    with running_postgres() as url:
+        client = app(course_dir(tmp_path / "exercises"), course_secrets=f"k1={SECRET}",
+                     database_url=url)
+        assert client.get("/api/v1/hidden", headers={"Authorization": f"Bearer {prof}"}
+                          ).status_code == 200
+    r = client.get("/api/v1/hidden", headers={"Authorization": f"Bearer {prof}"})
+    assert (r.status_code, r.json()["error"]["code"]) == (503, "record_unavailable")
