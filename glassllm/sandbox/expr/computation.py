@@ -62,9 +62,11 @@ def runs(prepared: PreparedExpression) -> dict[str, str]:
     """Every registry op `prepared` runs → the op of the node that brings it in (the
     first, in evaluation order)."""
     out: dict[str, str] = {}
+    seen: set[str] = set(LEAVES)
     for n in prepared.nodes:
-        if n.op in LEAVES:
+        if n.op in seen:            # each op once: a graph repeats few ops many times
             continue
+        seen.add(n.op)
         for op in closure(n.op):
             out.setdefault(op, n.op)
         if prepared.expand:
