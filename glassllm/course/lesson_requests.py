@@ -27,9 +27,13 @@ Served by ``GET /api/v1/lessons``.
 
 from __future__ import annotations
 
-from glassllm.course.exercise import LESSONS_DIR, Exercise, load_dir
+import functools
 
-__all__ = ["LESSONS", "as_lesson"]
+from glassllm.course.exercise import LESSONS_DIR, Exercise, load_dir
+from glassllm.sandbox import expr
+from glassllm.sandbox.expr import computation
+
+__all__ = ["LESSONS", "as_lesson", "lesson_runs"]
 
 
 def as_lesson(exercise: Exercise) -> dict:
@@ -47,3 +51,11 @@ def as_lesson(exercise: Exercise) -> dict:
 
 
 LESSONS: list[dict] = [as_lesson(ex) for ex in load_dir(LESSONS_DIR)]
+
+
+@functools.cache
+def lesson_runs() -> dict[str, frozenset[str]]:
+    """Lesson id → the ops its request runs (`glassllm.sandbox.expr.computation.runs`):
+    what a course's hiding reads to leave out the notes that speak of a hidden rule."""
+    return {lesson["id"]: frozenset(computation.runs(expr.prepare(**lesson["request"])))
+            for lesson in LESSONS}

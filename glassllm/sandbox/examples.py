@@ -13,7 +13,7 @@ import numpy as np
 
 from glassllm.sandbox import registry
 
-__all__ = ["EXAMPLES"]
+__all__ = ["EXAMPLES", "example_runs"]
 
 
 def _from_registry(op_name: str, clause: str, expression: str, rename: dict[str, str],
@@ -75,3 +75,10 @@ def _complete(example: dict) -> dict:
 for _i, _e in enumerate(EXAMPLES):
     _e["id"] = f"{_e['clause']}-{_i}"
     _complete(_e)
+
+
+def example_runs() -> list[frozenset[str]]:
+    """The ops each example runs (`glassllm.sandbox.expr.computation.runs`), in order: what
+    a course's hiding reads to leave out an example's expected numbers."""
+    from glassllm.sandbox.expr import computation, prepare
+    return [frozenset(computation.runs(prepare(**e["request"]))) for e in EXAMPLES]

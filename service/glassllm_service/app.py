@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import functools
 import gc
 
 import anyio.to_thread
@@ -15,19 +16,21 @@ from glassllm.sandbox.runtime import tune_malloc
 from glassllm_service import admission, graded, http_errors, metrics, openapi, training_queue
 from glassllm_service.allow import AllowEveryMethod, allow_head
 from glassllm_service.auth import BearerToken
-from glassllm_service.course_state import CourseState
+from glassllm_service.course_state import CourseState, spread
 from glassllm_service.files import remove_private_dirs
 from glassllm_service.hop import NoHopByHop
 from glassllm_service.observability import Observability
 from glassllm_service.record.access import CourseAccess, Gate
 from glassllm_service.record.setup import install_errors as install_record_errors
 from glassllm_service.record.setup import keep_cases, keyring_of, open_record, reroll_note
+from glassllm_service.requests import public_cases, training_run
 from glassllm_service.routes import (
     contract,
     dist,
     exercises,
     expressions,
     health,
+    hidden,
     mysteries,
     ops,
     pages,
@@ -46,7 +49,8 @@ Arrays are JSON numbers and nested lists of float64; non-finite floats are the s
 that form. Every op, its inputs and runnable examples: `GET /api/v1/ops`.
 """
 ROUTERS = (health.router, expressions.router, tools.router, train.router, dist.router,
-           dist.simple_router, exercises.router, mysteries.router, record.router)
+           dist.simple_router, exercises.router, mysteries.router, record.router,
+           hidden.router)
 
 
 def create_app(settings: Settings | None = None, attempts: AttemptStore | None = None
@@ -73,6 +77,8 @@ def create_app(settings: Settings | None = None, attempts: AttemptStore | None =
     if app.state.record is not None:
         # a case changed under the same version stops here too, named (CaseChanged)
         _hold_cases(app.state.record, app.state.course)
+    if app.state.course.course and any(ex.hide for ex in app.state.course.catalogue):
+        _trace_what_requests_run()
     http_errors.install(app)
     if app.state.record is not None:
         install_record_errors(app)
@@ -106,14 +112,31 @@ def _hold_cases(record, course: CourseState) -> None:
 
 def _course_document(app: FastAPI, graded_session: bool) -> None:
     """Course mode's /openapi.json: the hiding routes' 403, the graded session's routes
-    gone."""
+    gone, and no op summary that speaks of a rule an open exercise hides now."""
     build = app.openapi
+
+    @functools.lru_cache(maxsize=8)
+    def without(rules: tuple) -> dict:
+        return openapi.without_rules(document(), dict(rules))
 
     def document() -> dict:
         doc = graded.with_hiding(build())
         return graded.prune(doc) if graded_session else doc
 
-    app.openapi = document
+    def now() -> dict:
+        rules = tuple(sorted(spread(app.state.course.hidden(), "rule").items()))
+        return without(rules) if rules else document()
+
+    app.openapi = now
+
+
+def _trace_what_requests_run() -> None:
+    """What the hiding check asks, worked out before the first request rather than on it:
+    every op's closure, the public cases' fingerprints, what a model runs (a training
+    step traced takes a quarter of a second). Once per process."""
+    public_cases.fingerprints()
+    training_run.model_runs("train")
+    training_run.model_runs("attention")
 
 
 def _prepare_process(settings: Settings) -> None:

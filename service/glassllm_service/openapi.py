@@ -269,6 +269,20 @@ def document(app: FastAPI, token: bool) -> dict:
     return for_generators(doc)
 
 
+def without_rules(doc: dict, rules: dict[str, tuple[str, ...]]) -> dict:
+    """`doc` with each op of `rules` (op → the open exercises hiding its backward rule,
+    `glassllm_service.course_state.spread`) summarised without it: an op's summary may
+    speak of its gradient (``cross_entropy_grad``'s is cross_entropy's rule). A copy;
+    `doc` is not changed."""
+    doc = copy.deepcopy(doc)
+    for op, who in rules.items():
+        post = doc["paths"].get(f"/api/v1/ops/{op}", {}).get("post")
+        if post is not None:
+            post["summary"] = (f"{op}: its description is not shown while exercise"
+                               f" {', '.join(who)} is open (docs/modes.md)")
+    return doc
+
+
 def install(app: FastAPI, token: bool) -> None:
     """``app.openapi``: the document, built on the first ask and kept."""
     def openapi() -> dict:

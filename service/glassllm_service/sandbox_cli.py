@@ -88,12 +88,17 @@ def main(argv: list[str] | None = None) -> None:
     import sys
     given = sys.argv[1:] if argv is None else argv
     from glassllm_service.record.commands import COMMANDS
+    if given and given[0] == "hidden":           # what the open exercises hide, and why
+        from glassllm_service.hiding_report import main as hidden_main
+        raise SystemExit(hidden_main(given[1:]))
     if given and given[0] in COMMANDS:           # the class record's commands
         from glassllm_service.record.commands import main as record_main
         return record_main(given)
     parser = argparse.ArgumentParser(prog="glassllm-sandbox", description=__doc__,
                                      epilog="the class record: glassllm-sandbox {"
-                                     + ",".join(COMMANDS) + "} --help (docs/record.md)")
+                                     + ",".join(COMMANDS) + "} --help (docs/record.md);"
+                                     " what the open exercises hide: glassllm-sandbox"
+                                     " hidden --help (docs/modes.md)")
     parser.add_argument("--host", default="127.0.0.1")
     # a port past 65535 is not an error to the OS: it binds port % 65536 (70000 → 4464)
     parser.add_argument("--port", type=_int_in(1, 65535, "a TCP port from 1 to 65535"),

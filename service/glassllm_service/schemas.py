@@ -346,6 +346,33 @@ class MysteryProof(BaseModel):
     message: str = Field(description="the grade in words")
 
 
+class HiddenExercise(BaseModel):
+    """An exercise that hides something, and what."""
+
+    id: str
+    title: str
+    state: str = Field(description="'open', 'not open yet' or 'closed' at the moment asked")
+    hiding: bool = Field(description="it hides its parts at that moment (course mode, open)")
+    opens: str | None = Field(description="ISO 8601; null: always")
+    closes: str | None = Field(description="ISO 8601, when its hiding ends; null: never")
+    hide: list[str] = Field(description="the parts: rule, steps, graph_grads, expected,"
+                                        " finite_differences")
+    hide_ops: list[str] = Field(description="the registry ops whose parts it hides")
+    reaches: list[str] = Field(description="every op that runs one of them (its closure"
+                                           " holds it): the requests hiding refuses or trims")
+
+
+class HiddenReport(BaseModel):
+    """``GET /api/v1/hidden``: what the course's exercises hide at a moment, and why."""
+
+    at: str = Field(description="the moment asked (ISO 8601, UTC)")
+    mode: str
+    hiding: bool = Field(description="anything is hidden at that moment")
+    ops: dict[str, dict[str, list[str]]] = Field(
+        description="op → part → the open exercises hiding it")
+    exercises: list[HiddenExercise]
+
+
 class ExampleList(BaseModel):
     examples: list[dict[str, Any]]
 

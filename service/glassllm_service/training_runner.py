@@ -116,6 +116,7 @@ def _main() -> None:
     signal.signal(signal.SIGINT, signal.SIG_IGN)   # the server ends the run, not a Ctrl+C
     from glassllm.layers import GlassConfig
     from glassllm.training.stream import TrainingDiverged, train_events
+    from glassllm_service.trained_weights import sign
 
     out = sys.stdout.buffer
 
@@ -126,7 +127,10 @@ def _main() -> None:
     try:
         kwargs = orjson.loads(sys.stdin.buffer.readline())
         config = GlassConfig(**kwargs.pop("config"))
+        key = kwargs.pop("signing_key", None)       # course mode: sign the weights given back
         for event in train_events(config, **kwargs):
+            if key is not None and event["event"] == "done":
+                event = {**event, "weights": sign(event["weights"], bytes.fromhex(key))}
             send(event)
     except TrainingDiverged as exc:
         send({"event": "error", "code": "diverged", "step": exc.step,

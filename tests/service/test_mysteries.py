@@ -73,8 +73,10 @@ def test_a_course_sandbox_needs_the_student():
 
 
 def test_an_exercise_that_hides_an_op_of_the_case_closes_its_eval_and_its_proof(tmp_path):
-    """The proof's Taylor tests compute the gradients the mystery's eval would: while an
-    open exercise hides sigmoid's expected numbers, both are refused, naming it."""
+    """While an open exercise hides sigmoid's expected numbers, the mystery still answers
+    on its own case (its numbers are in the repository), and its eval and its proof on
+    numbers the student chose (one number changed, a variable replaced) are refused,
+    naming the exercise: the proof's Taylor tests compute the gradients the eval would."""
     (tmp_path / "sig.toml").write_text('''id = "sig"
 title = "sigmoid's backward"
 text = "Derive it."
@@ -92,6 +94,12 @@ grads = ["x"]
                                        exercises_dir=str(tmp_path))))
     m = {x.id: x for x in M.load_dir()}["mystery-mlp"]
     body = {"expression": m.expression, "variables": m.variables}
-    for path, sent in (("eval", body), ("proof", {"node": 1})):
+    served = post(c, "/api/v1/mysteries/mystery-mlp/eval?student=ada", body)
+    inner = [n for n in served["nodes"] if n["op"] == "sigmoid"]
+    assert served["grads"] and inner and all(n["grad"] is not None for n in inner)
+    assert post(c, "/api/v1/mysteries/mystery-mlp/proof?student=ada", {"node": 1})["points"]
+    x = [[v + 0.25 for v in row] for row in m.variables["x"]["value"]]
+    edited = {**body, "variables": {**m.variables, "x": {"value": x}}}
+    for path, sent in (("eval", edited), ("proof", {"node": 1, "variables": {"x": x}})):
         err = post(c, f"/api/v1/mysteries/mystery-mlp/{path}?student=ada", sent, 403)
         assert (err["error"]["code"], err["error"]["exercise"]) == ("hidden_by_exercise", "sig")

@@ -172,6 +172,16 @@ ELSEWHERE |= {
 ELSEWHERE |= {("post", f"/api/v1/mysteries/{{mystery_id}}/{route}", 403):
               "test_an_exercise_that_hides_an_op_of_the_case_closes_its_eval_and_its_proof"
               for route in ("eval", "proof")}
+# what hiding refuses and the instructor's list of it need course mode (and its tokens):
+# tests/service/test_hiding_computation.py sends each
+ELSEWHERE |= {
+    ("post", "/api/v1/model/attention", 403):
+        "test_attention_maps_of_the_student_s_own_weights_are_refused",
+    ("get", "/api/v1/hidden", 404): "test_without_course_tokens_the_list_is_the_command_s",
+    ("get", "/api/v1/hidden", 503):
+        "test_the_list_of_what_is_hidden_is_a_503_while_the_record_does_not_answer",
+    **{("get", "/api/v1/hidden", status): "test_an_instructor_lists_what_is_hidden_now_and_why"
+       for status in (401, 403, 422)}}
 # the class record's routes answer their refusals only in course mode with course secrets
 ELSEWHERE.update({(method, path, status): "tests/record/test_record_http.py (a course"
                   " sandbox with per-student tokens)"

@@ -181,6 +181,7 @@ class PreparedExpression:
     paths: bool = False                 # split shared nodes' gradients by edge
     dead: bool = False                  # report the variables whose gradient is dead
     rules: Rules = None                 # ops computed by other functions (one evaluation)
+    given: tuple[str, ...] = ()         # the variables' names as the request gave them
 
     @property
     def cost(self) -> tuple[int, int]:
@@ -297,6 +298,7 @@ def prepare(expression: str, variables: Any = None, grad_output: Any = None,
         raise ExprError("'dead' must be true or false", input="dead")
     builder, out_id = _build(expression, variables, limits, maybe_bools)
     nodes = builder.nodes
+    given = tuple(builder.variables)
     _check_constant_reuse(nodes)
     out_node = nodes[out_id]
 
@@ -326,7 +328,7 @@ def prepare(expression: str, variables: Any = None, grad_output: Any = None,
         checking.bound(check, check_elements, builder.forward_work, limits)
     return PreparedExpression(nodes, out_id, checked, seed, check,
                               builder.elements + builder.intermediates, builder.madds,
-                              check_elements, expand, limits, paths, dead, rules)
+                              check_elements, expand, limits, paths, dead, rules, given)
 
 
 def run(prepared: PreparedExpression, *, arrays: bool = False) -> dict:

@@ -116,6 +116,11 @@ class Op:
     (glassllm.sandbox.registry.vjp; the table fills it)."""
     symbol: str | None = None                # how a formula writes it: "×", "@", "Σ"
     sum_invariant: str | None = None         # why the gradient of its output's sum is 0
+    stands_for: tuple[str, ...] = ()
+    """Other ops whose math this op computes under its own name (cross_entropy_grad is
+    cross_entropy's gradient; softmax_np is softmax on a plain array): what the sandbox's
+    hiding counts as run with it (glassllm.sandbox.registry.closure). Each is held by a
+    test of the numbers (tests/library/test_op_closure.py)."""
 
     @property
     def differentiable(self) -> tuple[str, ...]:

@@ -134,16 +134,18 @@ _ops += [
     # L4 distributions and activations
     Op("softmax", autograd.softmax, "exp(a - max) / sum along axis; stable for large logits",
        "L4.1", (tensor("a"), SOFTMAX_AXIS), PLANS["softmax"], sum_invariant=ROWS_SUM_TO_1,
+       stands_for=("softmax_np",),             # its forward is softmax_np's numbers
        examples=(example("uniform over equal logits", a=[[1000.0, 1000.0], [0.0, 1.0]]),)),
     Op("log_softmax", autograd.log_softmax, "a - max - log(sum(exp(a - max))) along axis",
        "L4.1", (tensor("a"), SOFTMAX_AXIS), PLANS["softmax"],
+       stands_for=("softmax",),                # its backward multiplies by exp(out) = softmax
        examples=(Example("large equal logits: log-probabilities -log 2, no overflow",
                          {"a": [[1000.0, 1000.0]]}, "L4.1",
                          expected={"value": [[-LOG2, -LOG2]]}),)),
     Op("softmax_np", autograd.softmax_np, "softmax of a plain array; returns an ndarray, no"
        " graph (L4.3)", "L4.3", (constant("x", "array", "array-like"), SOFTMAX_AXIS),
        PLANS["softmax"], sum_invariant=ROWS_SUM_TO_1,
-       output="ndarray",
+       output="ndarray", stands_for=("softmax",),
        examples=(Example("large equal logits, plain array: probabilities 1/2, no graph",
                          {"x": [[1000.0, 1000.0]]}, "L4.3",
                          expected={"value": [[0.5, 0.5]]}),)),
@@ -152,6 +154,7 @@ _ops += [
        examples=(Example("finite extremes", {"a": [-10000.0, 0.0, 10000.0]}, "L4.2",
                          expected={"value": [0.0, 0.5, 1.0]}),)),
     Op("silu", autograd.silu, "a * sigmoid(a)", "L4.2", (tensor("a"),), same_as("a"),
+       stands_for=("sigmoid",),                # out / a is sigmoid(a); its backward uses it
        examples=(Example("slope 1/2 at zero", {"a": [0.0]}, "L4.2",
                          expected={"value": [0.0], "grads": {"a": [0.5]}}),)),
     Op("relu", autograd.relu, "max(a, 0); the gradient at 0 is 0, as in PyTorch", "L4.2",
@@ -178,6 +181,7 @@ _ops += [
        (tensor("logits", "raw logits", "(N, V)"),
         constant("targets", "int_array", "integer class ids", shape="(N,)")),
        PLANS["cross_entropy"], role="loss",
+       stands_for=("log_softmax", "cross_entropy_grad"),   # its loss and its gradient
        examples=(Example("two equal logits: loss log 2, gradient (softmax - one-hot) / N",
                          {"logits": [[0.0, 0.0]], "targets": [1]}, "L5.1",
                          expected={"value": LOG2, "grads": {"logits": [[0.5, -0.5]]}}),)),
@@ -186,6 +190,7 @@ _ops += [
        (constant("logits", "array", "raw logits", shape="(N, V)"),
         constant("targets", "int_array", "integer class ids", shape="(N,)")),
        PLANS["cross_entropy_grad"], output="ndarray",
+       stands_for=("cross_entropy", "softmax"),  # cross_entropy's gradient, softmax - one-hot
        examples=(Example("two equal logits, closed form: (softmax - one-hot) / N, no graph",
                          {"logits": [[0.0, 0.0]], "targets": [1]}, "L5.2",
                          expected={"value": [[0.5, -0.5]]}),)),

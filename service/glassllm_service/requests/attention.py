@@ -15,14 +15,23 @@ import numpy as np
 import orjson
 from pydantic import BaseModel, ConfigDict, Field
 
+from glassllm.course import Hidden
 from glassllm.modules import GlassLM
 from glassllm.tokenizer import ByteTokenizer
 from glassllm.training import WeightsError, attention_maps, count_parameters, decode_weights
 from glassllm_service.body import check_answer
+from glassllm_service.course_state import CourseState, Uses
 from glassllm_service.envelope import model
 from glassllm_service.http_errors import ApiError
-from glassllm_service.requests.training_run import ModelSize, check_size, check_work, config_of
+from glassllm_service.requests.training_run import (
+    ModelSize,
+    check_size,
+    check_work,
+    config_of,
+    model_runs,
+)
 from glassllm_service.settings import Settings
+from glassllm_service.trained_weights import key_of, signed
 
 SEND = '{"prompt": "The cat", "seed": 0}'          # what an empty body is told to send
 
@@ -44,12 +53,29 @@ BODY = {"requestBody": {"required": True, "content": {"application/json": {
 
 class AttentionMaps:
     """A model and a prompt past every check, and the planned cost: elements of the largest
-    activation, multiply-adds of forward + backward ≈ 3 · parameters · tokens."""
+    activation, multiply-adds of forward + backward ≈ 3 · parameters · tokens. `chosen`:
+    its weights are the student's own (given, and not signed as a training run's of this
+    course)."""
 
-    __slots__ = ("cost", "ids", "model")
+    __slots__ = ("chosen", "cost", "ids", "model")
 
-    def __init__(self, model: GlassLM, ids: np.ndarray, cost: tuple[int, int]) -> None:
-        self.model, self.ids, self.cost = model, ids, cost
+    def __init__(self, model: GlassLM, ids: np.ndarray, cost: tuple[int, int],
+                 chosen: bool = False) -> None:
+        self.model, self.ids, self.cost, self.chosen = model, ids, cost, chosen
+
+    def uses(self) -> Uses:
+        """What it runs, for the open exercises' hiding: the model's ops through their
+        composed lines. Its answer is P = softmax of the scores and ∂loss/∂P, which, on
+        weights the student writes, a student who writes out the model can steer a hidden
+        op's numbers into; on a fresh model from a seed, or on weights a training run of
+        this sandbox gave back (signed), no number is the student's choice."""
+        return Uses(model_runs("attention"), chosen=self.chosen)
+
+    def hide(self, course: CourseState, hidden: Hidden) -> None:
+        err = course.refusal(self.uses(), hidden)
+        if err is not None:
+            err.input = "weights"
+            raise err
 
     def answer(self) -> bytes:
         """Run in a worker thread, inside a compute slot: P, ∂loss/∂P and the tokens."""
@@ -97,4 +123,5 @@ def prepare(body: Any, maybe_bools: bool, settings: Settings) -> AttentionMaps:
     # held: the weights; returned: probabilities and their gradients, (L, H, n, n) each
     check_answer(count_parameters(config) + 2 * config.n_layers * config.n_heads * n * n,
                  settings, input="prompt", what="the attention maps and their gradients")
-    return AttentionMaps(glass, ids, (biggest, 3 * count_parameters(config) * n))
+    chosen = req.weights is not None and not signed(req.weights, key_of(settings.course_salt))
+    return AttentionMaps(glass, ids, (biggest, 3 * count_parameters(config) * n), chosen)

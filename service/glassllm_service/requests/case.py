@@ -17,7 +17,6 @@ request kind's own two steps (`glassllm_service.requests.op_call`,
 
 from __future__ import annotations
 
-import dataclasses
 from dataclasses import dataclass
 from typing import Any
 
@@ -58,13 +57,14 @@ class Case:
         """The planned work a batch adds up: elements plus multiply-adds."""
         return sum(self.cost)
 
-    def uses(self, reveal: bool = True) -> Uses:
-        """What it runs, for the open exercises' hiding; its answer holds no nodes."""
+    def uses(self) -> Uses:
+        """What it runs, for the open exercises' hiding, as its own route reads it; its
+        answer holds no nodes."""
         if self.call is not None:
-            return dataclasses.replace(self.call.uses(), reveal=reveal)
+            return self.call.uses()
         if self.evaluation is not None:
-            return dataclasses.replace(self.evaluation.uses(nodes=False), reveal=reveal)
-        return Uses(frozenset())
+            return self.evaluation.uses(nodes=False)
+        return Uses({})
 
 
 def _find(name: str, where: str) -> Op:

@@ -10,6 +10,8 @@ digits each element agrees (``digits``) and the pattern of a mistake (``pattern`
 
 ``reveal: false`` answers verdicts and mismatch locations only. It is a convenience for
 graded feedback, not secrecy: the same sandbox computes any value or gradient on request.
+In course mode a check is held to what eval is held to (docs/modes.md): an open
+exercise's hidden op on the student's numbers is refused whatever ``reveal`` says.
 """
 
 from __future__ import annotations
@@ -70,11 +72,12 @@ class Check:
         return self.case.cost
 
     def hide(self, course: CourseState, hidden: Hidden) -> None:
-        """Refused (403) with reveal true while an open exercise hides the case's expected
-        numbers; with reveal false it grades as ever."""
-        err = course.refusal(self.case.uses(reveal=self.claim["reveal"]), hidden)
+        """Held to exactly what eval is held to: refused (403 ``hidden_by_exercise``) while
+        an open exercise hides the expected numbers of an op the case runs on numbers the
+        student chose, ``reveal`` true or false. A verdict per element is an oracle: with
+        ``atol`` a claimed gradient bisected against it gives the hidden one back."""
+        err = course.refusal(self.case.uses(), hidden)
         if err is not None:
-            err.input = "reveal"
             raise err
 
     def answer(self) -> bytes:

@@ -17,11 +17,13 @@ from typing import Any
 from glassllm.course import Hidden
 from glassllm.sandbox import expr, float_warnings
 from glassllm.sandbox.examples import EXAMPLES
+from glassllm.sandbox.expr import computation
 from glassllm.sandbox.expr.checking import MODES as CHECK_MODES
 from glassllm_service.body import check_answer
 from glassllm_service.codec import dumps, encode_as, encoding_of
 from glassllm_service.course_state import CourseState, Redaction, Uses
 from glassllm_service.envelope import EXPRESSION, read
+from glassllm_service.requests import public_cases
 from glassllm_service.settings import Settings
 
 SEND = '{"expression": ...}'          # what an empty body is told to send
@@ -77,11 +79,14 @@ class Evaluation:
         self.redaction: Redaction | None = None
 
     def uses(self, nodes: bool = True) -> Uses:
-        """What it runs, for the open exercises' hiding (docs/modes.md); `nodes`: its
-        answer holds the graph's nodes (eval's does, a batch's or a check's case not)."""
+        """What it runs, for the open exercises' hiding (docs/modes.md): every op of its
+        graph with what each runs, its expansions' too (`computation.runs`), on numbers
+        the student chose unless it is a public case (a lesson's, a mystery's own).
+        `nodes`: its answer holds the graph's nodes (eval's does, a batch's or a check's
+        case not)."""
         p = self.prepared
-        ops = frozenset(n.op for n in p.nodes if n.op not in ("variable", "constant"))
-        return Uses(ops, check=p.check, expand=p.expand, nodes=nodes)
+        return Uses(computation.runs(p), check=bool(p.check), expand=p.expand, nodes=nodes,
+                    chosen=public_cases.chosen(p))
 
     def hide(self, course: CourseState, hidden: Hidden) -> None:
         """Refused (403) for what an open exercise hides; else its answer leaves out the

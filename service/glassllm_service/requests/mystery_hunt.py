@@ -16,14 +16,13 @@ from typing import Any
 import orjson
 
 from glassllm.course import Hidden
-from glassllm.course.cases import called_ops
 from glassllm.course.zoo import mystery as zoo_mystery
 from glassllm.course.zoo import rules_for
 from glassllm.sandbox import expr
-from glassllm.sandbox.expr import ExprError
+from glassllm.sandbox.expr import ExprError, computation
 from glassllm_service.course_state import CourseState, Uses
 from glassllm_service.http_errors import ApiError
-from glassllm_service.requests import expression
+from glassllm_service.requests import expression, public_cases
 from glassllm_service.settings import Settings
 
 SEND_PROOF = '{"node": 3, "variables": {...}}'
@@ -85,15 +84,19 @@ class Proof:
             raise ApiError(422, "invalid_proof", str(exc), input="variables") from None
         # every refusal of the input before any compute, and the cost of one Taylor test
         # of the case at it, planned: the proof runs two (under the bug, and without)
-        planned = expr.prepare(mystery.expression, given, check=zoo_mystery.TAYLOR,
-                               limits=settings.limits).cost
+        self.prepared = expr.prepare(mystery.expression, given, check=zoo_mystery.TAYLOR,
+                                     limits=settings.limits)
+        planned = self.prepared.cost
         self.cost = (2 * planned[0], 2 * planned[1])
 
     def hide(self, course: CourseState, hidden: Hidden) -> None:
-        """Refused (403) as the mystery's eval is while an open exercise hides what its
-        case computes: the proof's Taylor tests compute the same gradients."""
-        ops = frozenset(called_ops(self.mystery.expression))
-        err = course.refusal(Uses(ops, check=True), hidden)
+        """Held to what the mystery's eval is held to: its Taylor tests compute the case's
+        gradients, so numbers the student chose (a variable replaced) are refused (403)
+        while an open exercise hides an op the case runs; the case's own numbers are
+        public and stay served."""
+        p = self.prepared
+        err = course.refusal(Uses(computation.runs(p), check=True,
+                                  chosen=public_cases.chosen(p)), hidden)
         if err is not None:
             raise err
 

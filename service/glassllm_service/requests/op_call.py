@@ -23,6 +23,7 @@ from glassllm.errors import InputError, echo_name
 from glassllm.sandbox import float_warnings, registry
 from glassllm.sandbox.float_warnings import FloatWarnings
 from glassllm.sandbox.registry import Op, Prepared
+from glassllm.sandbox.registry.closure import runs
 from glassllm_service.body import check_answer
 from glassllm_service.codec import computed, dumps, encoding_of
 from glassllm_service.course_state import CourseState, Uses
@@ -58,11 +59,13 @@ class OpCall:
         return self.prepared.cost
 
     def uses(self) -> Uses:
-        """What it runs, for the open exercises' hiding (docs/modes.md)."""
-        return Uses(frozenset({self.prepared.op.name}))
+        """What it runs, for the open exercises' hiding (docs/modes.md): the op's closure
+        (``linear`` runs ``matmul``), on numbers the student chose."""
+        return Uses(runs([self.prepared.op.name]))
 
     def hide(self, course: CourseState, hidden: Hidden) -> None:
-        """Refused (403) while an open exercise hides this op's expected numbers."""
+        """Refused (403) while an open exercise hides the expected numbers of an op it
+        runs."""
         err = course.refusal(self.uses(), hidden)
         if err is not None:
             raise err

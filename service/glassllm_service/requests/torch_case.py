@@ -5,8 +5,8 @@ numbers written into it (`glassllm.sandbox.torch_script`). The page's "Copy as P
 sends the case on screen; the client writes the same script itself
 (``Sandbox.torch_script``).
 
-The script holds the case's expected numbers, so an open exercise that hides them refuses
-it, as ``/api/v1/check`` with ``reveal`` does.
+The script holds the case's numbers, so it is held to what eval is held to: an open
+exercise's hidden op on the student's numbers is refused.
 """
 
 from __future__ import annotations
@@ -52,7 +52,7 @@ class TorchExport:
         return self.case.cost
 
     def hide(self, course: CourseState, hidden: Hidden) -> None:
-        err = course.refusal(self.case.uses(reveal=True), hidden)
+        err = course.refusal(self.case.uses(), hidden)
         if err is not None:
             raise err
 

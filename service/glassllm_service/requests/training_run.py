@@ -16,6 +16,7 @@ and the server's log; nothing can be reached by it, so guessing it gains nothing
 from __future__ import annotations
 
 import dataclasses
+import functools
 import itertools
 import logging
 import secrets
@@ -23,16 +24,28 @@ import time
 from typing import Annotated, Any, Literal
 
 import anyio
+import numpy as np
 import orjson
 from pydantic import BaseModel, ConfigDict, Field
 from sse_starlette import EventSourceResponse
 
+from glassllm.course import Hidden
 from glassllm.layers import GlassConfig
-from glassllm.training import corpus_text, count_parameters, default_corpus
+from glassllm.modules import GlassLM
+from glassllm.sandbox.registry.closure import runs, traced
+from glassllm.training import (
+    attention_maps,
+    corpus_text,
+    count_parameters,
+    default_corpus,
+    train_events,
+)
 from glassllm_service.body import check_answer
+from glassllm_service.course_state import CourseState, Uses
 from glassllm_service.envelope import model
 from glassllm_service.http_errors import ApiError
 from glassllm_service.settings import Settings
+from glassllm_service.trained_weights import key_of
 from glassllm_service.training_queue import Replaced, Ticket, TrainingQueue, planned_seconds
 from glassllm_service.training_runner import ShuttingDown, WallTimeExceeded, events
 
@@ -115,6 +128,29 @@ def _corpus(given: str | None, settings: Settings) -> str:
         raise ApiError(422, "invalid_corpus", f"corpus {exc}", input="corpus") from None
 
 
+TINY = GlassConfig(d_model=4, n_layers=1, n_heads=2, n_kv_heads=1, ffn_hidden=4,
+                  max_seq_len=4)
+
+
+@functools.cache
+def model_runs(what: str) -> dict[str, str]:
+    """Every registry op a model's ``train`` run or its ``attention`` maps run → the op that
+    brings it in: traced once, on the smallest model, from the very functions the routes
+    call (`glassllm.sandbox.registry.closure.traced`): a run's steps through the fused
+    layers (each named after the op whose lines it stands for), its stats and samples;
+    the maps through the composed lines."""
+    if what == "train":
+        def call() -> Any:
+            return list(train_events(TINY, "abcdefgh" * 2, steps=2, batch=1, every=1))
+    else:
+        model = GlassLM(TINY)
+
+        def call() -> Any:
+            return attention_maps(model, np.array([1, 2, 3], dtype=np.int64))
+    _, ops = traced(call)
+    return runs(sorted(ops))
+
+
 @dataclasses.dataclass(frozen=True)
 class TrainingRun:
     """A run past every check: the child's arguments, the model's parameter count and
@@ -123,6 +159,20 @@ class TrainingRun:
     kwargs: dict[str, Any]
     parameters: int
     planned: float
+
+    def uses(self) -> Uses:
+        """What it runs, for the open exercises' hiding: the model's ops, on numbers the
+        student did not choose. A run starts from weights the sandbox initialises from a
+        seed and trains them on byte windows; its corpus picks which embedding rows are
+        read, never a number an op computes on. It answers losses, gradient norms, dead
+        counts, samples and the trained weights of that model: a hidden op's numbers at
+        points no student chose (docs/modes.md)."""
+        return Uses(model_runs("train"), chosen=False)
+
+    def hide(self, course: CourseState, hidden: Hidden) -> None:
+        err = course.refusal(self.uses(), hidden)
+        if err is not None:
+            raise err
 
 
 def prepare(body: Any, settings: Settings) -> TrainingRun:
@@ -147,6 +197,8 @@ def prepare(body: Any, settings: Settings) -> TrainingRun:
     kwargs = {"config": dataclasses.asdict(config), "corpus": corpus, "steps": req.steps,
               "lr": req.lr, "batch": req.batch, "seed": req.seed, "optimizer": req.optimizer,
               "every": req.every}
+    if settings.mode == "course":   # the done event's weights, signed as the sandbox's own
+        kwargs["signing_key"] = key_of(settings.course_salt).hex()
     parameters = count_parameters(config)
     return TrainingRun(kwargs, parameters, planned_seconds(
         kwargs["config"], req.steps, req.batch, req.every, parameters))

@@ -32,6 +32,7 @@ from markdown_it.token import Token
 from starlette.responses import HTMLResponse, RedirectResponse
 
 from glassllm.sandbox import registry
+from glassllm_service.course_state import spread
 from glassllm_service.deps import CourseDep
 from glassllm_service.files import docs_dir
 from glassllm_service.settings import ENV_PREFIX
@@ -185,20 +186,122 @@ h3 { margin-top: 2rem; border-top: 1px solid #eaeef2; padding-top: 1rem; }
 
 
 SECTION = re.compile(r"^### ([a-z_]+)\n(.*?)(?=^#{2,3} |\Z)", re.MULTILINE | re.DOTALL)
-BACKWARD = re.compile(r"\*\*Backward:\*\*.*?(?=\*\*Errors:\*\*|<!-- inputs|\n\n|\Z)", re.DOTALL)
+GRADIENT_WORDS = re.compile(r"backward|gradient|\bgrads?\b|\.grad|derivative|jacobian|∂|"
+                            r"\bvjp\b|scatter-add|contributions", re.IGNORECASE)
+# op names that are plain words of the prose ("the mean over rows", "a linear layer"): they
+# count as a mention only written as code or as a table cell; every other name also in
+# prose, with its underscore as a hyphen, a space or nothing (cross-entropy, RMSNorm)
+PLAIN_WORDS = frozenset({"add", "sub", "mul", "div", "neg", "exp", "log", "sqrt", "pow",
+                         "mean", "max", "reshape", "transpose", "where", "embedding",
+                         "linear", "attention"})
+LIST_ITEM = re.compile(r"^(\s*(?:[-*]|\d+\.)\s+)(\*\*([LHP][0-9.]+)\*\*)?")
+
+
+def _mention(op: str) -> re.Pattern:
+    code = rf"`[^`\n]*(?<![\w.]){op}(?!\w)[^`\n]*`|\|\s*`?{op}`?\s*\|"
+    if op in PLAIN_WORDS:
+        return re.compile(code)
+    prose = r"[_\- ]?".join(re.escape(part) for part in op.split("_"))
+    return re.compile(rf"{code}|(?<![\w-]){prose}(?![\w-])", re.IGNORECASE)
+
+
+def _units(text: str) -> list[tuple[str, str]]:
+    """`text` cut into what a hidden rule can take out whole: (kind, text) for each
+    heading, fenced code block, list item, table row and paragraph, and the blank lines
+    between them (kind "keep"), so that joining the texts gives `text` back."""
+    units: list[tuple[str, str]] = []
+    lines = text.splitlines(keepends=True)
+    k = 0
+    while k < len(lines):
+        line = lines[k]
+        if line.startswith("```"):
+            j = k + 1
+            while j < len(lines) and not lines[j].startswith("```"):
+                j += 1
+            units.append(("code", "".join(lines[k:j + 1])))
+            k = j + 1
+        elif not line.strip() or line.startswith("#") or line.startswith("<!--"):
+            units.append(("keep", line))
+            k += 1
+        elif line.startswith("|"):
+            units.append(("row", line))
+            k += 1
+        else:
+            kind = "item" if LIST_ITEM.match(line) and LIST_ITEM.match(line).group(1) else "para"
+            j = k + 1
+            while j < len(lines) and lines[j].strip() and not lines[j].startswith(
+                    ("#", "|", "```", "<!--")) and not (LIST_ITEM.match(lines[j]) and re.match(
+                        r"\s*(?:[-*]|\d+\.)\s", lines[j])):
+                j += 1
+            units.append((kind, "".join(lines[k:j])))
+            k = j
+    return units
 
 
 def without_rules(text: str, rules: dict[str, tuple[str, ...]]) -> str:
-    """`text` with the **Backward:** lines of each op section in `rules` replaced by a
-    line naming the open exercises that hide them (course mode, docs/modes.md)."""
+    """`text` without what speaks of a backward rule an open exercise hides (course mode,
+    docs/modes.md; `rules`: op → the exercises hiding its rule, carried to every op that
+    runs it). Taken out, each replaced by a line naming the exercises:
+
+    - the section ``### op`` of each such op (its formula, its **Backward:** lines), all
+      but its inputs table;
+    - every paragraph, list item, table row and code block that names such an op (as
+      code, as a table cell, or in prose: cross-entropy, RMSNorm) and speaks of a
+      gradient (backward, gradient, grad, ∂, Jacobian, scatter-add, ...);
+    - the clause items of such an op and of its examples (L3.2, "the backward
+      scatter-adds") that speak of a gradient, whether they name it or not;
+    - the op's rule wherever it is quoted as the registry writes it (its ``vjp`` text).
+    """
+    if not rules:
+        return text
+
+    def note(ops: list[str]) -> str:
+        who = sorted({ex for op in ops for ex in rules[op]})
+        return (f"*The backward rule of {', '.join(ops)}: not shown while exercise"
+                f" {', '.join(who)} is open (docs/modes.md).*")
+
     def section(m: re.Match) -> str:
-        who = rules.get(m.group(1))
-        if not who:
+        if m.group(1) not in rules:
             return m.group(0)
-        note = (f"**Backward:** not shown while exercise {', '.join(who)} is open"
-                " (docs/modes.md). ")
-        return f"### {m.group(1)}\n" + BACKWARD.sub(lambda _: note, m.group(2))
-    return SECTION.sub(section, text)
+        inputs = "".join(INPUTS.findall(m.group(2)) and
+                         [f"<!-- inputs: {n} -->\n" for n in INPUTS.findall(m.group(2))])
+        return f"### {m.group(1)}\n{note([m.group(1)])}\n{inputs}\n"
+
+    text = SECTION.sub(section, text)
+    mentions = {op: _mention(op) for op in rules}
+    clauses: dict[str, list[str]] = {}
+    for op in rules:
+        spec = registry.OPS.get(op)
+        for clause in {spec.clause, *(e.clause for e in spec.examples)} if spec else ():
+            if clause:
+                clauses.setdefault(clause, []).append(op)
+    out = []
+    for kind, unit in _units(text):
+        if kind == "keep" or not GRADIENT_WORDS.search(unit):
+            out.append(unit)
+            continue
+        ops = [op for op, pattern in mentions.items() if pattern.search(unit)]
+        item = LIST_ITEM.match(unit) if kind == "item" else None
+        if item and item.group(3) in clauses:
+            ops = sorted({*ops, *clauses[item.group(3)]})
+        if not ops:
+            out.append(unit)
+        elif kind == "row":
+            cells = unit.strip().strip("|").split("|")
+            out.append("| " + " | ".join([note(ops), *(["—"] * (len(cells) - 1))]) + " |\n")
+        elif item:
+            clause = f"{item.group(2)} " if item.group(2) else ""
+            out.append(f"{item.group(1)}{clause}{note(ops)}\n")
+        else:
+            out.append(f"{note(ops)}\n")
+    text = "".join(out)
+    for op in rules:            # a rule quoted as the registry writes it, anywhere
+        spec = registry.OPS.get(op)
+        for rule in sorted(spec.vjp.values() if spec else (), key=len, reverse=True):
+            if len(rule) >= 8:
+                text = text.replace(rule, f"(the rule of {op}: not shown while exercise"
+                                          f" {', '.join(rules[op])} is open)")
+    return text
 
 
 @functools.lru_cache(maxsize=32)
@@ -230,8 +333,14 @@ def contract_root() -> RedirectResponse:
 
 
 @router.get("/", response_class=HTMLResponse)
-def contract_index() -> HTMLResponse:
-    return HTMLResponse(render("index"))
+def contract_index(course: CourseDep) -> HTMLResponse:
+    return HTMLResponse(render("index", _rules(course)))
+
+
+def _rules(course) -> tuple:
+    """(op, exercise ids) of every op whose backward rule open exercises hide now, carried
+    to the ops that run it (`spread`), as a cache key."""
+    return tuple(sorted(spread(course.hidden(), "rule").items()))
 
 
 @router.get("/{page}", response_class=HTMLResponse)
@@ -240,5 +349,4 @@ def contract_page(page: str, course: CourseDep) -> HTMLResponse:
     if name is None:
         raise HTTPException(404, f"no contract page {page[:40]!r}; the pages are "
                             + ", ".join(n for n in pages() if n))
-    rules = course.hidden().parts.get("rule")
-    return HTMLResponse(render(name, tuple(sorted(rules.items())) if rules else ()))
+    return HTMLResponse(render(name, _rules(course)))

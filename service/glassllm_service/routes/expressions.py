@@ -7,8 +7,8 @@ import orjson
 from fastapi import APIRouter, Request
 from starlette.responses import Response
 
-from glassllm.course.lesson_requests import LESSONS
-from glassllm.sandbox.examples import EXAMPLES
+from glassllm.course.lesson_requests import LESSONS, lesson_runs
+from glassllm.sandbox.examples import EXAMPLES, example_runs
 from glassllm_service import compute, schemas
 from glassllm_service.course_state import examples_shown, guarded, lessons_shown
 from glassllm_service.deps import CourseDep, SettingsDep
@@ -33,8 +33,9 @@ async def eval_expression(request: Request, settings: SettingsDep, course: Cours
             summary="Every example of SPEC Part L as a ready /api/v1/eval request")
 def list_examples(course: CourseDep) -> Response:
     hidden = course.hidden()
-    if hidden.ops("expected"):       # an example's expected numbers of a hidden op: left out
-        return Response(orjson.dumps({"examples": examples_shown(EXAMPLES, hidden)}),
+    if hidden.ops("expected") or hidden.ops("rule"):   # what an example runs that is hidden
+        return Response(orjson.dumps({"examples": examples_shown(EXAMPLES, example_runs(),
+                                                                 hidden)}),
                         media_type="application/json")
     return Response(_EXAMPLES_JSON, media_type="application/json")
 
@@ -43,7 +44,8 @@ def list_examples(course: CourseDep) -> Response:
             summary="Lessons: prepared /api/v1/eval requests with what to notice")
 def list_lessons(course: CourseDep) -> Response:
     hidden = course.hidden()
-    if hidden.ops("rule"):           # a lesson that speaks of a hidden rule is left out
-        return Response(orjson.dumps({"lessons": lessons_shown(LESSONS, hidden)}),
+    if hidden.ops("rule"):           # a lesson's notes that speak of a hidden rule: left out
+        return Response(orjson.dumps({"lessons": lessons_shown(LESSONS, lesson_runs(),
+                                                               hidden)}),
                         media_type="application/json")
     return Response(_LESSONS_JSON, media_type="application/json")

@@ -14,7 +14,7 @@ from starlette.routing import request_response
 
 from glassllm.sandbox import registry
 from glassllm_service import compute, openapi, schemas
-from glassllm_service.course_state import guarded, without_rule
+from glassllm_service.course_state import guarded, spread, without_rule
 from glassllm_service.deps import CourseDep
 from glassllm_service.requests import op_call
 
@@ -61,9 +61,10 @@ def _ops_without(rules: tuple, expected: tuple = ()) -> tuple[bytes, dict[str, b
 
 
 def _hiding(course) -> tuple[tuple, tuple] | None:
-    """The (rule, expected) parts open exercises hide now, as cache keys, or None."""
-    parts = course.hidden().parts
-    rules, expected = parts.get("rule") or {}, parts.get("expected") or {}
+    """The (rule, expected) parts open exercises hide now, carried to every op that runs
+    a hidden one (`spread`: linear's rule is matmul's), as cache keys, or None."""
+    hidden = course.hidden()
+    rules, expected = spread(hidden, "rule"), spread(hidden, "expected")
     if not rules and not expected:
         return None
     return tuple(sorted(rules.items())), tuple(sorted(expected.items()))

@@ -9,7 +9,8 @@ from starlette.responses import Response
 
 from glassllm_service import compute, schemas
 from glassllm_service.body import read_json
-from glassllm_service.deps import SettingsDep, TrainingQueueDep
+from glassllm_service.course_state import guarded
+from glassllm_service.deps import CourseDep, SettingsDep, TrainingQueueDep
 from glassllm_service.requests import attention, training_run
 from glassllm_service.training_queue import run_owner
 
@@ -37,20 +38,23 @@ async def start_training(request: Request, settings: SettingsDep,
     """
     # the run waits in the training queue, not for a compute slot: queued=False
     body, _ = await read_json(request, settings, send=training_run.SEND, queued=False)
-    run = training_run.prepare(body, settings)
+    run = request.app.state.course.hide(training_run.prepare(body, settings))
     return training_run.start(run, settings, queue,
                               run_owner(request, shared_token=bool(settings.api_token)))
 
 
 @router.post("/model/attention", operation_id="model_attention", openapi_extra=attention.BODY,
              response_model=schemas.AttentionResult,
-             responses=schemas.error_responses(413, 415, 422, 503),
+             responses=schemas.error_responses(403, 413, 415, 422, 503, why={
+                 403: "course mode: weights of your own while an open exercise hides an op"
+                      " the model runs (`hidden_by_exercise`)"}),
              summary="Attention probabilities and their gradients")
-async def model_attention(request: Request, settings: SettingsDep) -> Response:
+async def model_attention(request: Request, settings: SettingsDep, course: CourseDep
+                          ) -> Response:
     """Per layer and head: P (L, H, n, n), ∂loss/∂P (L, H, n, n), and the n tokens.
 
     loss = mean next-token cross-entropy of the prompt itself (t < n−1), so the last
     row's gradients are 0. Shapes: probs, grads (L, H, n, n) nested lists; tokens (n,).
     """
-    return await compute.answer(request, settings, attention.prepare, send=attention.SEND,
-                                prepare_in_thread=True)
+    return await compute.answer(request, settings, guarded(attention.prepare, course),
+                                send=attention.SEND, prepare_in_thread=True)
