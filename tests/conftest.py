@@ -28,6 +28,31 @@ def pytest_unconfigure(config):
         shutil.rmtree(path, ignore_errors=True)
 
 
+def _own_record_dir(kind: str):
+    """A record directory of this module's or test's own: the record remembers each
+    exercise's case per version (a case changed under the same version stops a sandbox),
+    and two tests may serve different cases under one exercise id."""
+    if not _RECORD_DIR:                      # the caller chose GLASSLLM_DATA_DIR: theirs
+        yield
+        return
+    before = os.environ["GLASSLLM_DATA_DIR"]
+    os.environ["GLASSLLM_DATA_DIR"] = tempfile.mkdtemp(prefix=kind, dir=_RECORD_DIR[0])
+    try:
+        yield
+    finally:
+        os.environ["GLASSLLM_DATA_DIR"] = before
+
+
+@pytest.fixture(autouse=True, scope="module")
+def _record_dir_per_module():
+    yield from _own_record_dir("module-")
+
+
+@pytest.fixture(autouse=True)
+def _record_dir_per_test():
+    yield from _own_record_dir("test-")
+
+
 @pytest.fixture(scope="module")
 def url():
     with running_sandbox() as u:
