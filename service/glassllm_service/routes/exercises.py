@@ -9,11 +9,11 @@ from starlette.concurrency import run_in_threadpool
 from starlette.responses import Response
 
 from glassllm.course.attempts import AttemptStore, NoRecord
-from glassllm_service import compute, exercise_schemas, schemas
+from glassllm_service import compute, exercise_schemas, graded, schemas
 from glassllm_service.admission import run_admitted
 from glassllm_service.body import read_json
 from glassllm_service.deps import SettingsDep, StudentHeader, StudentQuery
-from glassllm_service.record.access import current_student
+from glassllm_service.record.access import current_student, identity_of
 from glassllm_service.requests import submission
 
 router = APIRouter(prefix="/api/v1/exercises", tags=["exercises"])
@@ -23,7 +23,8 @@ JSON = "application/json"
 @router.get("", response_model=exercise_schemas.ExerciseList,
             summary="Every exercise: id, title, points, when it opens and closes, open now?")
 def list_exercises(request: Request) -> Response:
-    return Response(submission.listing(request.app.state.course), media_type=JSON)
+    course = request.app.state.course
+    return Response(submission.listing(course, lessons=not locked(request)), media_type=JSON)
 
 
 @router.get("/{exercise_id}", response_model=exercise_schemas.ExerciseView,
@@ -38,6 +39,7 @@ async def get_exercise(exercise_id: str, request: Request, student: StudentQuery
     course = request.app.state.course
     exercise = course.exercise(exercise_id)
     signed = await current_student(request)
+    lessons_off(request, exercise)
     who = course.student(x_student_id, student, signed=signed and signed.sub)
     view = submission.prepare_view(course, exercise, who)
     return Response(await run_admitted(request, view.cost, view.answer), media_type=JSON)
@@ -55,18 +57,18 @@ async def submit(exercise_id: str, request: Request, settings: SettingsDep,
                  student: StudentQuery = None, x_student_id: StudentHeader = None) -> Response:
     course = request.app.state.course
     exercise = course.exercise(exercise_id)
-    # a revoked token is refused by the transaction that records the attempt; an
-    # instructor's attempt is not recorded, so theirs is checked here
-    signed = await current_student(request, recorded=True)
-    if signed is not None and signed.instructor:
-        signed = await current_student(request)
+    # a revoked token: refused before routing (record/access.py), and again by the
+    # transaction that records the attempt, which checks the token's generation
+    signed = await current_student(request)
+    lessons_off(request, exercise)
 
     def prepare(body, maybe_bools, settings):
         return submission.prepare_submit(
             body, maybe_bools, settings, course, exercise,
             lambda given: course.student(x_student_id, student, given,
                                          signed=signed and signed.sub),
-            generation=signed and signed.gen, attempts=attempts_of(course, signed))
+            generation=signed and signed.gen, attempts=attempts_of(course, signed),
+            locked=locked(request))
 
     return await compute.answer(request, settings, prepare, send=submission.SEND)
 
@@ -83,6 +85,7 @@ async def hints(exercise_id: str, request: Request, settings: SettingsDep,
     course = request.app.state.course
     exercise = course.exercise(exercise_id)
     signed = await current_student(request)
+    lessons_off(request, exercise)
     body = None
     if request.headers.get("content-length", "0") != "0" or \
             request.headers.get("transfer-encoding"):
@@ -99,3 +102,20 @@ def attempts_of(course, signed) -> AttemptStore:
     instructor trying an exercise (an instructor is no student: not in the gradebook,
     no attempts to use up)."""
     return NoRecord() if signed is not None and signed.instructor else course.attempts
+
+
+def locked(request: Request) -> bool:
+    """A graded session, for anyone but a signed-in instructor (graded.py)."""
+    if not request.app.state.course.graded:
+        return False
+    identity = identity_of(request)
+    return not (identity is not None and identity.claims is not None
+                and identity.claims.instructor)
+
+
+def lessons_off(request: Request, exercise) -> None:
+    """A lesson is practice: in a graded session its case, its checked answers and its
+    revealed numbers would be an oracle for the rule the exam asks, so a student's request
+    for one is refused like every other route that shows a rule."""
+    if exercise.lesson and locked(request):
+        raise graded.refusal(request.url.path)
