@@ -88,6 +88,7 @@ export function showExerciseIndex() {
   $("#exercise-view").hidden = false;
   view.exercise = null;
   $("#exercise-title").textContent = "Exercises of this graded session";
+  $("#exercise-back").hidden = true;                 // this is where it leads
   say(signInAvailable() && !whoIsSignedIn() ? "Sign in above, then open an exercise." : "");
   $("#exercise-body").replaceChildren(
     el("p", { class: "hint", text: "Work each one out by hand; your own numbers, feedback as the exercise allows, hints one at a time." }),
@@ -106,6 +107,7 @@ export async function openExercise(id) {
   document.body.classList.add("exercise-mode");
   const box = $("#exercise-view");
   box.hidden = false;
+  $("#exercise-back").hidden = false;
   $("#exercise-body").replaceChildren();
   $("#exercise-title").textContent = "Exercise";
   say("Loading the exercise…");
