@@ -11,6 +11,7 @@ import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import httpx
 from paths import ROOT
@@ -36,12 +37,13 @@ def wait_healthy(url: str, proc: subprocess.Popen | None = None, timeout: float 
 
 @contextlib.contextmanager
 def running_sandbox(env: dict | None = None, command: list[str] | None = None,
-                    cwd: Path = ROOT) -> Iterator[str]:
+                    cwd: Path = ROOT, stderr: Any = None) -> Iterator[str]:
+    """`stderr`: where the sandbox's log goes (a file to read it back); default: pytest's."""
     port = free_port()
     cmd = (command or [sys.executable, "-m", "glassllm_service.sandbox_cli"]) + [
         "--host", "127.0.0.1", "--port", str(port), "--log-level", "warning"]
     proc = subprocess.Popen(cmd, cwd=cwd, env={**os.environ, **(env or {})},
-                            stdout=subprocess.DEVNULL)  # stderr: inherited, pytest shows it
+                            stdout=subprocess.DEVNULL, stderr=stderr)
     url = f"http://127.0.0.1:{port}"
     try:
         wait_healthy(url, proc)

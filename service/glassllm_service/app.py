@@ -21,8 +21,15 @@ from glassllm_service.files import remove_private_dirs
 from glassllm_service.hop import NoHopByHop
 from glassllm_service.observability import Observability
 from glassllm_service.record.access import CourseAccess, Gate
+from glassllm_service.record.revocations import Revocations
+from glassllm_service.record.setup import (
+    RETRY_AFTER_S,
+    keep_cases,
+    keyring_of,
+    open_record,
+    reroll_note,
+)
 from glassllm_service.record.setup import install_errors as install_record_errors
-from glassllm_service.record.setup import keep_cases, keyring_of, open_record, reroll_note
 from glassllm_service.requests import public_cases, training_run
 from glassllm_service.routes import (
     contract,
@@ -92,7 +99,7 @@ def create_app(settings: Settings | None = None, attempts: AttemptStore | None =
     _add_middleware(app, settings)
     openapi.install(app, token=bool(settings.api_token))
     if settings.mode == "course":
-        _course_document(app, settings.graded_session)
+        _course_document(app)
     return app
 
 
@@ -110,9 +117,10 @@ def _hold_cases(record, course: CourseState) -> None:
         raise
 
 
-def _course_document(app: FastAPI, graded_session: bool) -> None:
-    """Course mode's /openapi.json: the hiding routes' 403, the graded session's routes
-    gone, and no op summary that speaks of a rule an open exercise hides now."""
+def _course_document(app: FastAPI) -> None:
+    """Course mode's /openapi.json: the hiding routes' 403, and no op summary that speaks
+    of a rule an open exercise hides now (a graded session's students read a pruned one:
+    graded.Room)."""
     build = app.openapi
 
     @functools.lru_cache(maxsize=8)
@@ -120,8 +128,7 @@ def _course_document(app: FastAPI, graded_session: bool) -> None:
         return openapi.without_rules(document(), dict(rules))
 
     def document() -> dict:
-        doc = graded.with_hiding(build())
-        return graded.prune(doc) if graded_session else doc
+        return graded.with_hiding(build())
 
     def now() -> dict:
         rules = tuple(sorted(spread(app.state.course.hidden(), "rule").items()))
@@ -157,11 +164,18 @@ def _add_middleware(app: FastAPI, settings: Settings) -> None:
     log and metrics around everything, the security headers, then the connection-specific
     headers removed."""
     app.add_middleware(AllowEveryMethod, routes=app.router.routes)
-    if settings.graded_session:
-        app.add_middleware(graded.GradedSession)
     if app.state.keyring is not None:        # per-student tokens, the shared one too
         app.state.gate = Gate(app.state.keyring, settings.api_token)
-        app.add_middleware(CourseAccess, gate=app.state.gate)
+        engine = getattr(app.state.record, "engine", None)
+        # each worker's set of revoked tokens, read from the record (record/revocations.py)
+        app.state.revocations = None if engine is None else Revocations(
+            engine, settings.course_id, settings.revocation_refresh_s,
+            graded=settings.graded_session)
+        # a graded session's lock (graded.py); the document read late: it is built last
+        room = graded.Room(lambda: app.openapi()) if settings.graded_session else None
+        app.add_middleware(CourseAccess, gate=app.state.gate,
+                           revocations=app.state.revocations, room=room,
+                           retry_after=RETRY_AFTER_S)
     elif settings.api_token:
         app.add_middleware(BearerToken, token=settings.api_token)
     if settings.cors_origin_list:

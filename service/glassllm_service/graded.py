@@ -1,64 +1,120 @@
-"""A graded session (``GLASSLLM_GRADED_SESSION=1``, course mode only, docs/modes.md): the
-routes that would hand out answers or packages are off; exercises and checks stay on.
+"""A graded session (``GLASSLLM_GRADED_SESSION=1``, course mode with course secrets only,
+docs/modes.md): for a student the sandbox is a locked room.
 
-Off, answered 403 ``off_in_graded_session`` before any routing or body reading:
+Whoever is not a signed-in instructor — a student's token, the shared token, no token —
+reaches only what an exam needs, listed below as `ON` (a list of what is on, not of what
+is off: a route added later is off until it is listed here):
 
-- ``POST /api/v1/ops/{name}``, ``POST /api/v1/eval``, ``POST /api/v1/batch``: the plain
-  compute routes, and with eval the finite-difference checks it runs; ``POST
-  /api/v1/torch``, whose script holds the case's numbers;
-- ``/dist/...`` (the sandbox's own wheel) and ``/simple/...`` (the path of a PEP 503
-  package index: none is served, and none may be).
+- the page and its own files (``/``, ``/static/...``), the health probes and metrics;
+- the sign-in (``/api/v1/session``);
+- the exercises: the list, one exercise, its submission and its hints; and the
+  student's own record (``/api/v1/record/...``, whose gradebook answers instructors only);
+- ``/openapi.json`` and Swagger UI at ``/docs`` (with its assets): the document is the
+  students' one (`for_students`), the routes above and the schemas they use, nothing else:
+  no op, no rule text.
 
-They leave ``/openapi.json`` too (`prune`), so a generated client does not offer them.
+Everything else answers 403 ``off_in_graded_session`` before routing: every route that
+computes (ops, eval, check, batch, torch, mysteries, training, attention), that shows a
+rule or a lesson (``/api/v1/ops``, ``/api/v1/lessons``, ``/api/v1/examples``, the contract
+pages at ``/docs/contract``), and the packages (``/dist/``, ``/simple/``). Instructors
+keep everything. The check is `glassllm_service.record.access.CourseAccess`'s, which knows
+who is asking.
 """
 
 from __future__ import annotations
 
+import re
+from collections.abc import Callable
 from typing import Any
+
+import orjson
+from starlette.responses import Response
 
 from glassllm_service.http_errors import ApiError, error_response
 
-COMPUTE = ("/api/v1/eval", "/api/v1/batch", "/api/v1/torch")
-PREFIXES = ("/dist", "/simple")
+ON = re.compile(
+    r"/(static/.+|docs|docs-assets/.+|openapi\.json|healthz|readyz|metrics"
+    r"|api/v1/session|api/v1/exercises(/[^/]+(/submit|/hints)?)?"
+    r"|api/v1/record/(attempts|gradebook\.[^/]+))?")
+STUDENTS = ("A graded session (GLASSLLM_GRADED_SESSION=1): a student reaches the exercises"
+            " (the list, one exercise with their own numbers, its submission and hints),"
+            " the sign-in, their own attempts and the health probes; every other route"
+            " answers 403 off_in_graded_session.")
+METHODS = ("get", "head", "post", "put", "delete", "patch", "options", "trace")
+DOCUMENT = "/openapi.json"
 
 
-def is_off(method: str, path: str) -> bool:
-    """True for a request a graded session refuses."""
-    if any(path == p or path.startswith(p + "/") for p in PREFIXES):
-        return True
-    if method != "POST":
-        return False
-    return path in COMPUTE or (path.startswith("/api/v1/ops/") and path.count("/") == 4)
+def is_on(path: str) -> bool:
+    """True for a path a student reaches during a graded session."""
+    return ON.fullmatch(path) is not None
 
 
 def refusal(path: str) -> ApiError:
     return ApiError(403, "off_in_graded_session", f"{path[:80]} is off during a graded"
-                    " session (GLASSLLM_GRADED_SESSION=1): the exercises and"
-                    " /api/v1/check are on", input="path")
+                    " session (GLASSLLM_GRADED_SESSION=1): a student reaches the exercises"
+                    " (list, one, submit, hints) and the sign-in; an instructor's token"
+                    " reaches everything", input="path")
 
 
-class GradedSession:
-    """The ASGI middleware: refuses what a graded session turns off, before routing."""
-
-    def __init__(self, app: Any) -> None:
-        self.app = app
-
-    async def __call__(self, scope: dict, receive: Any, send: Any) -> None:
-        if scope["type"] == "http" and is_off(scope["method"], scope["path"]):
-            return await error_response(refusal(scope["path"]))(scope, receive, send)
-        await self.app(scope, receive, send)
+def _refs(node: Any, found: set[str]) -> None:
+    if isinstance(node, dict):
+        ref = node.get("$ref")
+        if isinstance(ref, str) and ref.startswith("#/components/schemas/"):
+            found.add(ref.rsplit("/", 1)[1])
+        for value in node.values():
+            _refs(value, found)
+    elif isinstance(node, list):
+        for value in node:
+            _refs(value, found)
 
 
 def prune(doc: dict) -> dict:
-    """The OpenAPI document without the operations a graded session turns off."""
-    paths = {}
-    for path, item in doc["paths"].items():
-        kept = {m: op for m, op in item.items()
-                if not (m in ("get", "head", "post", "put", "delete", "patch")
-                        and is_off(m.upper(), path))}
-        if any(m in kept for m in ("get", "head", "post", "put", "delete", "patch")):
-            paths[path] = kept
-    return {**doc, "paths": paths}
+    """The OpenAPI document with only the paths a student reaches in a graded session, and
+    only the component schemas those paths use (the op schemas go, their descriptions
+    with them)."""
+    paths = {path: item for path, item in doc["paths"].items() if is_on(path)
+             and any(m in item for m in METHODS)}
+    components = dict(doc.get("components", {}))
+    schemas = components.get("schemas", {})
+    used: set[str] = set()
+    _refs(paths, used)
+    todo = list(used)
+    while todo:                                   # the schemas the schemas use
+        found: set[str] = set()
+        _refs(schemas.get(todo.pop(), {}), found)
+        todo += sorted(found - used)
+        used |= found
+    components["schemas"] = {name: s for name, s in schemas.items() if name in used}
+    info = {k: v for k, v in doc.get("info", {}).items() if k != "x-ops"}
+    info["description"] = STUDENTS
+    return {**doc, "info": info, "paths": paths, "components": components}
+
+
+class Room:
+    """The lock of a graded session, asked by `CourseAccess` of every request.
+    `document`: the whole OpenAPI document (``app.openapi``), an instructor's."""
+
+    def __init__(self, document: Callable[[], dict]) -> None:
+        self.document = document
+        self._documents: dict[bool, bytes] = {}
+
+    def document_for(self, instructor: bool) -> bytes:
+        """The OpenAPI document an instructor (the whole) or anyone else (`prune`) reads."""
+        if instructor not in self._documents:
+            doc = self.document()
+            self._documents[instructor] = orjson.dumps(doc if instructor else prune(doc))
+        return self._documents[instructor]
+
+    def answer(self, method: str, path: str, instructor: bool) -> Any:
+        """The answer to send instead of routing (an ASGI app), or None: route it."""
+        if path == DOCUMENT and method in ("GET", "HEAD"):
+            # one address, two documents: no cache may keep one for the other
+            return Response(self.document_for(instructor), media_type="application/json",
+                            headers={"Cache-Control": "no-store",
+                                     "Vary": "Authorization, Cookie"})
+        if instructor or is_on(path):
+            return None
+        return error_response(refusal(path))
 
 
 HIDING = ("/api/v1/eval", "/api/v1/check")

@@ -165,9 +165,11 @@ class Settings(StrictSettings):
     exercise's hidden parts are not served, each student's numbers come from course_salt,
     a student id is required (docs/modes.md)."""
     graded_session: bool = False
-    """Course mode only (practice mode refuses to start): /dist/ and any package index, the
-    plain compute routes (ops POST, eval, batch) and their finite-difference checks off
-    (403); exercises and /api/v1/check on; exercise feedback defaults to pattern."""
+    """Course mode with course_secrets only (otherwise the sandbox refuses to start): a
+    student's token reaches the exercises (list, one, submit, hints), the sign-in, the
+    health probes and the page; every route that computes or shows a rule answers 403
+    off_in_graded_session to students; instructors keep everything. Exercise feedback
+    defaults to pattern."""
     exercises_dir: Path | None = None
     """A directory of *.toml exercises served beside the shipped ones (docs/exercises.md);
     a malformed file or an id twice stops startup, naming the file, the field and the rule."""
@@ -190,6 +192,9 @@ class Settings(StrictSettings):
     api_token). From a Secret, never in an image."""
     token_days: Annotated[float, Field(gt=0, le=3650)] = 180.0
     """How long a token ``glassllm-sandbox roster`` issues stays valid, in days."""
+    revocation_refresh_s: Annotated[float, Field(gt=0, le=30)] = 10.0
+    """Seconds between two reads of the revoked tokens by each worker (one indexed query):
+    a revoked or forgotten student's token is refused by every worker within this long."""
     data_dir: Path | None = None
     """Where course mode's embedded SQLite record lives (``record.sqlite3``); default
     ``$XDG_DATA_HOME/glassllm`` (``~/.local/share/glassllm``). Unused with database_url."""
@@ -268,6 +273,11 @@ class Settings(StrictSettings):
         if self.graded_session and self.mode != "course":
             raise ValueError(f"{ENV_PREFIX}GRADED_SESSION=1 is for course mode only; set"
                              f" {ENV_PREFIX}MODE=course (it is {self.mode!r})")
+        if self.graded_session and not self.course_secrets:
+            # the lock is per caller: without tokens a student and an instructor look alike
+            raise ValueError(f"{ENV_PREFIX}GRADED_SESSION=1 needs {ENV_PREFIX}COURSE_SECRETS:"
+                             " without per-student tokens nothing tells an instructor from a"
+                             " student (make a secret: glassllm-sandbox secret)")
         return self
 
     @property

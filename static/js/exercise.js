@@ -8,7 +8,7 @@
 
 import { BusyError, getAnswer, getJSON, postJSON } from "./api.js";
 import { el } from "./dom.js";
-import { isAccessProblem, showAccessProblem, signInAvailable } from "./signin.js";
+import { isAccessProblem, showAccessProblem, signInAvailable, whoIsSignedIn } from "./signin.js";
 import { $ } from "./state.js";
 import { formatNumber, formatValue, fromWire, readValue, shapeOf, shapeText } from "./wire.js";
 
@@ -67,11 +67,32 @@ export async function loadExerciseList() {
     list.replaceChildren(el("li", { class: "hint", text: `Exercises not loaded: ${err.message}` }));
     return;
   }
-  const shown = view.list.exercises.filter((ex) => !ex.lesson);
-  list.replaceChildren(...shown.map((ex) => el("li", {},
+  list.replaceChildren(...exerciseLinks());
+}
+
+/** GET /api/v1/exercises as it answered (null before, or when it failed). */
+export function exerciseList() { return view.list; }
+
+/** The exercises (not the lessons) as links, each opening by its link. */
+function exerciseLinks() {
+  const shown = (view.list?.exercises ?? []).filter((ex) => !ex.lesson);
+  if (!shown.length) return [el("li", { class: "hint", text: "No exercises served." })];
+  return shown.map((ex) => el("li", {},
     el("a", { href: `#exercise=${ex.id}`, class: "exercise-link", "data-exercise": ex.id },
-      ex.title, el("span", { class: "ex-code", text: ` ${ex.points} pt${ex.points === 1 ? "" : "s"}${ex.open ? "" : " · closed"}` })))));
-  if (!shown.length) list.append(el("li", { class: "hint", text: "No exercises served." }));
+      ex.title, el("span", { class: "ex-code", text: ` ${ex.points} pt${ex.points === 1 ? "" : "s"}${ex.open ? "" : " · closed"}` }))));
+}
+
+/** The exercise view without an exercise: the list of them (a graded session's page). */
+export function showExerciseIndex() {
+  document.body.classList.add("exercise-mode");
+  $("#exercise-view").hidden = false;
+  view.exercise = null;
+  $("#exercise-title").textContent = "Exercises of this graded session";
+  $("#exercise-back").hidden = true;                 // this is where it leads
+  say(signInAvailable() && !whoIsSignedIn() ? "Sign in above, then open an exercise." : "");
+  $("#exercise-body").replaceChildren(
+    el("p", { class: "hint", text: "Work each one out by hand; your own numbers, feedback as the exercise allows, hints one at a time." }),
+    el("ul", { id: "exercise-index", class: "examples" }, ...exerciseLinks()));
 }
 
 /** Close the exercise view and show the playground again. */
@@ -86,6 +107,7 @@ export async function openExercise(id) {
   document.body.classList.add("exercise-mode");
   const box = $("#exercise-view");
   box.hidden = false;
+  $("#exercise-back").hidden = false;
   $("#exercise-body").replaceChildren();
   $("#exercise-title").textContent = "Exercise";
   say("Loading the exercise…");

@@ -1,15 +1,19 @@
-// The playground, in the order a student meets it: load the ops and the examples
-// (catalogue.js), restore the case from the link or show softmax (share.js, case.js),
-// then every control is wired to its job: run (run.js), step backwards (stepper.js),
-// share (share.js). The page's state is declared in state.js; every HTTP call is in api.js.
+// The playground, in the order a student meets it: who is signed in (signin.js) and the
+// exercises (exercise.js), then the ops and the examples (catalogue.js), the lessons and
+// the mysteries; restore the case from the link or show softmax (share.js, case.js), then
+// every control is wired to its job: run (run.js), step backwards (stepper.js), share
+// (share.js). In a graded session a student's page is the exercise view alone and asks
+// the sandbox for nothing else (room.js). The page's state is declared in state.js; every
+// HTTP call is in api.js.
 
 import { addVariable, caseChanged, opAsExpression, setMode, showOp } from "./case.js";
 import { load } from "./catalogue.js";
 import { wireCheckPanel } from "./checkpanel.js"; // "check my gradient"
-import { closeExercise, linkedExercise, loadExerciseList, openExercise } from "./exercise.js";
+import { closeExercise, exerciseList, linkedExercise, loadExerciseList, openExercise, showExerciseIndex } from "./exercise.js";
 import { loadMysteries, wireMystery } from "./mystery.js";
 import { run } from "./run.js";
-import { initAccess } from "./signin.js";
+import { initAccess, onSignIn, whoIsSignedIn } from "./signin.js";
+import { isLocked, lockRoom, lockedFor } from "./room.js";
 import { copyCurl, copyLink, copyPython, copyTorch, restoreFromLink } from "./share.js";
 import { closeGuide, revealResult, wireGuide } from "./guide.js";
 import { showStep } from "./stepper.js";
@@ -67,6 +71,7 @@ function wire() {
   window.addEventListener("hashchange", () => {
     const exercise = linkedExercise();                   // #exercise=<id>: the exercise view
     if (exercise) { openExercise(exercise); return; }
+    if (isLocked()) { showExerciseIndex(); return; }     // a graded session: nothing else
     closeExercise();
     const lesson = lessonFromLink();
     if (lesson) startLesson(lesson);
@@ -75,7 +80,8 @@ function wire() {
   $("#exercise-back").addEventListener("click", (e) => {
     e.preventDefault();
     history.pushState(null, "", location.pathname);
-    closeExercise();
+    if (isLocked()) showExerciseIndex();
+    else closeExercise();
   });
   wireCheckPanel();                                           // check my gradient
   wireGuide();
@@ -89,10 +95,20 @@ async function main() {
   if ("scrollRestoration" in history) history.scrollRestoration = "manual";
   wire();
   try {
+    await initAccess();            // first: signed in already? (before an exercise opens)
+    await loadExerciseList();      // the list says whether a graded session is on
+    if (lockedFor(exerciseList(), whoIsSignedIn())) {
+      // a student in a graded session: the exercises only; the rest would answer 403
+      lockRoom();
+      onSignIn(() => location.reload());    // an instructor signing in gets the whole page
+      const linked = linkedExercise();
+      if (linked) await openExercise(linked);
+      else showExerciseIndex();
+      document.body.dataset.ready = "true";
+      return;
+    }
     await load();
     await loadLessons();
-    await initAccess();            // before an exercise opens: signed in already?
-    await loadExerciseList();
     await loadMysteries();
   } catch (err) {
     setStatus(`Could not load the op list from the sandbox: ${err.message}`);

@@ -12,6 +12,10 @@ const bar = () => document.getElementById("access");
 const status = () => document.getElementById("access-status");
 let available = null;          // null: not known yet; false: this sandbox has no sign-in
 let signedIn = null;
+let signedInHook = null;       // told after a sign-in (room.js: the page is built again)
+
+/** `hook()` is called after each successful sign-in. */
+export function onSignIn(hook) { signedInHook = hook; }
 
 /** True when an answer is an access problem: shown at the sign-in, not at a field. */
 export function isAccessProblem(status, data) {
@@ -57,7 +61,8 @@ export function showAccessProblem(error, status) {
 function accessWords(error) {
   return { token_expired: "Sign in again:", token_revoked: "Sign in again:",
     invalid_token: "This token is not valid here:", instructor_only: "For instructors only:",
-    not_your_record: "Not yours:", unauthorized: "Sign in first:" }[error?.code] ?? "Access refused:";
+    not_your_record: "Not yours:", unauthorized: "Sign in first:",
+    record_unavailable: "Try again in a few seconds:" }[error?.code] ?? "Access refused:";
 }
 
 async function signOut() {
@@ -96,6 +101,7 @@ export function signIn() {
       signedIn = data;
       draw();
       done(true);
+      signedInHook?.();
     });
     cancel.addEventListener("click", () => done(false));
     dialog.addEventListener("cancel", (e) => { e.preventDefault(); done(false); });

@@ -214,10 +214,14 @@ def test_feedback_levels_in_course_mode(tmp_path):
 
 
 def test_a_graded_session_defaults_to_pattern_feedback(tmp_path):
+    from glassllm_service.record.tokens import Keyring
     settings = Settings(mode="course", graded_session=True, course_salt=SALT,
-                        exercises_dir=course_dir(tmp_path))
+                        exercises_dir=course_dir(tmp_path), data_dir=tmp_path / "data",
+                        course_secrets="k1=" + "s" * 32)
     client = TestClient(create_app(settings))
-    body = client.get("/api/v1/exercises/course-ce?student=ada").json()
+    token = Keyring("course", {"k1": "s" * 32}).issue("ada", days=1)
+    body = client.get("/api/v1/exercises/course-ce",
+                      headers={"Authorization": f"Bearer {token}"}).json()
     assert body["feedback"] == "pattern"
 
 

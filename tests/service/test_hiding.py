@@ -1,6 +1,6 @@
 """Hidden means not served by this sandbox (docs/modes.md): while an exercise that hides a
-part is open, every route that would serve it is asked for it and serves nothing of it;
-a graded session turns the listed routes off and leaves exercises and checks on."""
+part is open, every route that would serve it is asked for it and serves nothing of it
+(a graded session's lock: tests/service/test_graded_session.py)."""
 
 from __future__ import annotations
 
@@ -202,37 +202,7 @@ def test_the_course_document_says_the_hiding_routes_answer_403(hiding):
         assert "403" in doc["paths"][path]["post"]["responses"], path
 
 
-@pytest.fixture(scope="module")
-def graded(tmp_path_factory):
-    return app(exercise(tmp_path_factory.mktemp("graded"), ["rule"]), graded_session=True)
-
-
-def test_a_graded_session_turns_the_listed_routes_off(graded):
-    off = [graded.post("/api/v1/ops/softmax", json={"inputs": {"a": [1.0]}}),
-           graded.post("/api/v1/eval", json={"expression": "x * 2", "variables": {"x": [1.0]},
-                                             "check": True}),
-           graded.post("/api/v1/batch", json={"cases": []}),
-           graded.post("/api/v1/torch", json={"op": "softmax", "inputs": {"a": [1.0]}}),
-           graded.get("/dist/"), graded.get("/dist/glassllm-0.1.0-py3-none-any.whl"),
-           graded.get("/simple/"), graded.get("/simple/glassllm/")]
-    for r in off:
-        assert r.status_code == 403, r.request.url
-        assert r.json()["error"]["code"] == "off_in_graded_session"
-    doc = graded.get("/openapi.json").json()["paths"]
-    assert "/api/v1/eval" not in doc and "/dist/" not in doc and "/api/v1/batch" not in doc
-    assert not any(p.startswith("/api/v1/ops/") and "post" in item for p, item in doc.items())
-
-
-def test_a_graded_session_leaves_exercises_and_checks_on(graded):
-    assert graded.get("/api/v1/exercises").status_code == 200
-    assert graded.get("/api/v1/exercises/rms?student=ada").json()["feedback"] == "pattern"
-    r = graded.post("/api/v1/exercises/rms/submit?student=ada", json={"answers": {"x": X}})
-    assert r.status_code == 200 and "digits" not in r.json()["answers"]["x"]
-    r = graded.post("/api/v1/check", json={"op": "softmax", "inputs": {"a": [1.0, 2.0]},
-                                           "claimed": {"value": [0.5, 0.5]}})
-    assert r.status_code == 200
-    assert graded.get("/api/v1/ops").status_code == 200 and graded.get("/healthz").status_code \
-        == 200
+# a graded session, a locked room for students: tests/service/test_graded_session.py
 
 
 def test_a_graded_session_in_practice_mode_is_refused_at_startup():

@@ -232,6 +232,7 @@ COURSE = {"MODE": "course", "GRADED_SESSION": True, "COURSE_SALT": "s4lt",
           "SHIPPED_EXERCISES": True,
           # the class record (docs/record.md)
           "COURSE_ID": "ml-101", "COURSE_SECRETS": "k1=" + "x" * 32, "TOKEN_DAYS": 30.0,
+          "REVOCATION_REFRESH_S": 2.5,
           "DATABASE_URL": "postgresql://u:p@db:5432/course", "DB_POOL_SIZE": 3,
           "REPLICAS": 5, "RECORD_RETENTION_DAYS": 200}
 

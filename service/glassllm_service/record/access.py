@@ -15,11 +15,22 @@ and never holds the token in script or storage). Then:
 - the record's instructor routes need an instructor's token (403 for a student's).
 
 Every refusal here says ``"access": true`` in its error body: the page shows it at the
-sign-in, never under the student's formula. A revoked token (an older generation than
-the database's) is refused by the routes that touch the record (`current_student`), in a
-worker thread: the database is never read on the event loop. A submission checks it
-inside the transaction that records the attempt instead (`revoked`), under the student's
-lock: no read of its own before.
+sign-in, never under the student's formula.
+
+A revoked or forgotten student's token (an older generation than the record's) is refused
+here, before routing, by every route that takes a token: every POST of the API, the
+personal routes (401 ``token_revoked``); on a route that needs no token it counts as
+none, and ``GET /api/v1/session`` says why. The check reads this worker's set of revoked
+tokens (`glassllm_service.record.revocations`), refreshed from the record at most once
+per ``GLASSLLM_REVOCATION_REFRESH_S``, never the database per request; a submission also
+checks the generation inside the transaction that records the attempt, under the
+student's lock. When the set cannot be refreshed (the database does not answer), a
+graded session refuses students' requests with 503 ``record_unavailable``; homework, and
+instructors, go on with the last set read.
+
+In a graded session (`glassllm_service.graded`), whoever is not a signed-in instructor —
+a student, the shared token, no token — reaches only the routes the session leaves on;
+any other answers 403 ``off_in_graded_session`` before routing.
 """
 
 from __future__ import annotations
@@ -31,6 +42,7 @@ from starlette.concurrency import run_in_threadpool
 
 from glassllm_service.auth import B64TOKEN, REALM, digest, matches
 from glassllm_service.http_errors import ApiError, error_response
+from glassllm_service.record.revocations import Revocations
 from glassllm_service.record.tokens import Claims, Keyring, TokenError
 
 COOKIE = "glassllm_session"
@@ -114,15 +126,34 @@ class Gate:
             raise refusal(401, "invalid_token", str(exc), challenge="invalid_token") from None
 
 
-class CourseAccess:
-    """The ASGI middleware of the module docstring."""
+def record_unavailable(retry_after: int) -> ApiError:
+    """The 503 of a graded session whose record cannot say which tokens are revoked."""
+    return ApiError(503, "record_unavailable", "the class record's database is not"
+                    " answering, so this sandbox cannot tell whether your token was revoked;"
+                    f" try again in {retry_after} s", headers={"Retry-After": str(retry_after)})
 
-    def __init__(self, app: Any, gate: Gate) -> None:
+
+def takes_token(method: str, path: str) -> bool:
+    """The routes a course token counts on: the API's, but the sign-in and sign-out (the
+    sign-in reads the generation itself, exactly; signing out needs no check)."""
+    if not path.startswith("/api/v1/"):
+        return False
+    return not (path.startswith(SESSION_PATH) and method != "GET")
+
+
+class CourseAccess:
+    """The ASGI middleware of the module docstring. `revocations`: this worker's set (None:
+    no record to read it from); `room`: a graded session's lock (None: homework)."""
+
+    def __init__(self, app: Any, gate: Gate, revocations: Revocations | None = None,
+                 room: Any = None, retry_after: int = 5) -> None:
         self.app, self.identify = app, gate.identify
+        self.revocations, self.room, self.retry_after = revocations, room, retry_after
 
     async def __call__(self, scope: dict, receive: Any, send: Any) -> None:
         if scope["type"] != "http":
             return await self.app(scope, receive, send)
+        method, path = scope["method"], scope["path"]
         headers = scope.get("headers", [])
         token, err = bearer(headers)
         if token is None and err is None:
@@ -133,7 +164,21 @@ class CourseAccess:
                 identity = self.identify(token)
             except ApiError as exc:
                 err = exc
-        if needs_identity(scope["method"], scope["path"]):
+        claims = identity.claims if identity is not None else None
+        if claims is not None and self.revocations is not None and (
+                takes_token(method, path) or (self.room is not None and claims.instructor)):
+            verdict = await self._verdict(claims)
+            if verdict == "revoked":
+                identity, err = None, revoked()
+            elif verdict == "stale" and self.room is not None and not claims.instructor:
+                identity, err = None, record_unavailable(self.retry_after)
+        if self.room is not None:
+            locked = self.room.answer(method, path, instructor=identity is not None
+                                      and identity.claims is not None
+                                      and identity.claims.instructor)
+            if locked is not None:
+                return await locked(scope, receive, send)
+        if needs_identity(method, path):
             if err is None and identity is None:
                 err = refusal(401, "unauthorized", "sign in: this course needs your token"
                               " (Authorization: Bearer <token>, or the page's sign-in)")
@@ -142,6 +187,13 @@ class CourseAccess:
         state = scope.setdefault("state", {})
         state["identity"], state["access_problem"] = identity, err
         await self.app(scope, receive, send)
+
+    async def _verdict(self, claims: Claims) -> str:
+        """The revocation set's verdict on `claims`, the set read first when it is due (in
+        a worker thread: the database is never read on the event loop)."""
+        if not self.revocations.settled():
+            await run_in_threadpool(self.revocations.refresh)
+        return self.revocations.verdict(claims)
 
 
 def identity_of(request: Any) -> Identity | None:
@@ -165,18 +217,10 @@ def revoked() -> ApiError:
                    " new one", challenge="invalid_token")
 
 
-async def current_student(request: Any, *, recorded: bool = False) -> Claims | None:
-    """`personal_claims`, with the generation checked against the record (a revoked
-    token: 401 token_revoked). ``recorded``: the route records in a transaction that
-    checks the generation itself (a submission), so no read here."""
-    claims = personal_claims(request)
-    record = getattr(request.app.state, "record", None)
-    if claims is None or record is None or recorded:
-        return claims
-    gen = await run_in_threadpool(record.generation, claims.sub)
-    if claims.gen != gen:
-        raise revoked()
-    return claims
+async def current_student(request: Any) -> Claims | None:
+    """`personal_claims`: the signed-in student (or instructor). A revoked token never gets
+    here: `CourseAccess` refused it (or, on a route that needs no token, dropped it)."""
+    return personal_claims(request)
 
 
 def require_instructor(claims: Claims | None) -> Claims:

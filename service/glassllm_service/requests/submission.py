@@ -78,15 +78,17 @@ def summary(course: CourseState, ex: Exercise, now: dt.datetime) -> dict:
             "hints": len(ex.hints), "max_attempts": ex.max_attempts}
 
 
-def listing(course: CourseState, instructor: bool = False) -> bytes:
+def listing(course: CourseState, instructor: bool = False, lessons: bool = True) -> bytes:
     """The list: in course mode, to anyone but an instructor, without the exercises not
-    open yet (their ids, titles and times are the course's to announce)."""
+    open yet (their ids, titles and times are the course's to announce); without the
+    lessons when not `lessons` (a graded session's students)."""
     now = course.now()
     shown = course.catalogue if instructor else course.catalogue.listed(now, course.course)
     return dumps({"mode": course.settings.mode, "graded_session": course.graded,
                   "student_required": course.course,
                   "sign_in": course.course and bool(course.settings.course_secrets),
-                  "exercises": [summary(course, ex, now) for ex in shown]})
+                  "exercises": [summary(course, ex, now) for ex in shown
+                                if lessons or not ex.lesson]})
 
 
 def rule(ex: Exercise) -> dict:
@@ -251,10 +253,11 @@ def no_attempts_left(ex: Exercise, used: int) -> ApiError:
 
 def prepare_submit(body: Any, maybe_bools: bool, settings: Settings, course: CourseState,
                    ex: Exercise, student_of: Any, generation: int | None = None,
-                   attempts: AttemptStore | None = None) -> Submission:
+                   attempts: AttemptStore | None = None, locked: bool = False) -> Submission:
     """Every check of a submission, no compute: the body, the student, the answers' keys
     and sizes, the exercise's window and attempts. `generation`: the signed-in token's,
-    for the record to check as it records."""
+    for the record to check as it records. `locked`: a student's in a graded session,
+    where no expected number is revealed (403 off_in_graded_session)."""
     read(body, SUBMIT)
     student = student_of(body.get("student"))
     if course.course and ex.closes is not None and course.now() >= ex.closes:
@@ -263,6 +266,10 @@ def prepare_submit(body: Any, maybe_bools: bool, settings: Settings, course: Cou
     reveal = body.get("reveal", False)
     if not isinstance(reveal, bool):
         raise ApiError(422, "invalid_request", "'reveal' must be true or false", input="reveal")
+    if reveal and locked:
+        raise ApiError(403, "off_in_graded_session", "the expected numbers are not revealed"
+                       " during a graded session (GLASSLLM_GRADED_SESSION=1): submit"
+                       " without reveal", input="reveal")
     if reveal and "expected" in hidden_now(course, ex):
         raise ApiError(403, "hidden_by_exercise", f"exercise {ex.id!r} hides its expected"
                        " numbers while it is open", input="reveal", exercise=ex.id,

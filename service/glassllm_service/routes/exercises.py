@@ -9,7 +9,7 @@ from starlette.concurrency import run_in_threadpool
 from starlette.responses import Response
 
 from glassllm.course.attempts import AttemptStore, NoRecord
-from glassllm_service import compute, exercise_schemas, schemas
+from glassllm_service import compute, exercise_schemas, graded, schemas
 from glassllm_service.admission import run_admitted
 from glassllm_service.body import read_json
 from glassllm_service.deps import SettingsDep, StudentHeader, StudentQuery
@@ -28,7 +28,8 @@ JSON = "application/json"
                     " (course mode: none before it opens, but to an instructor)")
 async def list_exercises(request: Request) -> Response:
     return Response(submission.listing(request.app.state.course,
-                                       await signed_instructor(request)), media_type=JSON)
+                                       await signed_instructor(request),
+                                       lessons=not locked(request)), media_type=JSON)
 
 
 async def signed_instructor(request: Request) -> bool:
@@ -53,6 +54,7 @@ async def get_exercise(exercise_id: str, request: Request, student: StudentQuery
     course = request.app.state.course
     signed = await current_student(request)
     exercise = course.exercise(exercise_id, instructor=bool(signed and signed.instructor))
+    lessons_off(request, exercise)
     who = course.student(x_student_id, student, signed=signed and signed.sub)
     view = submission.prepare_view(course, exercise, who)
     return Response(await run_admitted(request, view.cost, view.answer), media_type=JSON)
@@ -69,19 +71,19 @@ async def get_exercise(exercise_id: str, request: Request, student: StudentQuery
 async def submit(exercise_id: str, request: Request, settings: SettingsDep,
                  student: StudentQuery = None, x_student_id: StudentHeader = None) -> Response:
     course = request.app.state.course
-    # a revoked token is refused by the transaction that records the attempt; an
-    # instructor's attempt is not recorded, so theirs is checked here
-    signed = await current_student(request, recorded=True)
-    if signed is not None and signed.instructor:
-        signed = await current_student(request)
+    # a revoked token: refused before routing (record/access.py), and again by the
+    # transaction that records the attempt, which checks the token's generation
+    signed = await current_student(request)
     exercise = course.exercise(exercise_id, instructor=bool(signed and signed.instructor))
+    lessons_off(request, exercise)
 
     def prepare(body, maybe_bools, settings):
         return submission.prepare_submit(
             body, maybe_bools, settings, course, exercise,
             lambda given: course.student(x_student_id, student, given,
                                          signed=signed and signed.sub),
-            generation=signed and signed.gen, attempts=attempts_of(course, signed))
+            generation=signed and signed.gen, attempts=attempts_of(course, signed),
+            locked=locked(request))
 
     return await compute.answer(request, settings, prepare, send=submission.SEND)
 
@@ -98,6 +100,7 @@ async def hints(exercise_id: str, request: Request, settings: SettingsDep,
     course = request.app.state.course
     signed = await current_student(request)
     exercise = course.exercise(exercise_id, instructor=bool(signed and signed.instructor))
+    lessons_off(request, exercise)
     body = None
     if request.headers.get("content-length", "0") != "0" or \
             request.headers.get("transfer-encoding"):
@@ -114,3 +117,20 @@ def attempts_of(course, signed) -> AttemptStore:
     instructor trying an exercise (an instructor is no student: not in the gradebook,
     no attempts to use up)."""
     return NoRecord() if signed is not None and signed.instructor else course.attempts
+
+
+def locked(request: Request) -> bool:
+    """A graded session, for anyone but a signed-in instructor (graded.py)."""
+    if not request.app.state.course.graded:
+        return False
+    identity = identity_of(request)
+    return not (identity is not None and identity.claims is not None
+                and identity.claims.instructor)
+
+
+def lessons_off(request: Request, exercise) -> None:
+    """A lesson is practice: in a graded session its case, its checked answers and its
+    revealed numbers would be an oracle for the rule the exam asks, so a student's request
+    for one is refused like every other route that shows a rule."""
+    if exercise.lesson and locked(request):
+        raise graded.refusal(request.url.path)
