@@ -62,6 +62,7 @@ ROUTES: dict[tuple[str, str], tuple[str, object, bool]] = {
     ("POST", "/api/v1/model/attention"): ("/api/v1/model/attention",
                                           {"prompt": "ab", "seed": 0}, False),
     ("GET", "/api/v1/examples"): ("/api/v1/examples", None, False),
+    ("GET", "/api/v1/hidden"): ("/api/v1/hidden", None, False),     # instructors' only
     ("GET", "/api/v1/lessons"): ("/api/v1/lessons", None, False),
     ("GET", "/api/v1/mysteries"): ("/api/v1/mysteries", None, False),
     ("GET", "/api/v1/mysteries/{mystery_id}"): ("/api/v1/mysteries/mystery-mlp", None, False),

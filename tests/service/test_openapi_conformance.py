@@ -178,8 +178,6 @@ ELSEWHERE |= {
     ("post", "/api/v1/model/attention", 403):
         "test_attention_maps_of_the_student_s_own_weights_are_refused",
     ("get", "/api/v1/hidden", 404): "test_without_course_tokens_the_list_is_the_command_s",
-    ("get", "/api/v1/hidden", 503):
-        "test_the_list_of_what_is_hidden_is_a_503_while_the_record_does_not_answer",
     **{("get", "/api/v1/hidden", status): "test_an_instructor_lists_what_is_hidden_now_and_why"
        for status in (401, 403, 422)}}
 # the class record's routes answer their refusals only in course mode with course secrets

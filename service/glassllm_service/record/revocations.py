@@ -76,14 +76,14 @@ class Revocations:
             return True
         return self._failed_at is not None and self._clock() - self._failed_at < RETRY_S
 
-    def refresh(self) -> None:
+    def refresh(self, force: bool = False) -> None:
         """Read the set if it is still due once this thread's turn comes (blocking: call it
-        in a worker thread). A wait past `WAIT_S` for another thread's read returns with the
-        set as it is."""
+        in a worker thread); `force`: read it whether due or not. A wait past `WAIT_S` for
+        another thread's read returns with the set as it is."""
         if not self._lock.acquire(timeout=WAIT_S):
             return
         try:
-            if self.settled():
+            if self.settled() and not force:
                 return
             try:
                 known = read_revoked(self.engine, self.course)

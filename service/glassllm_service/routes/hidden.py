@@ -25,10 +25,9 @@ router = APIRouter(tags=["record"])
 
 @router.get("/api/v1/hidden", response_model=schemas.HiddenReport,
             summary="What the open exercises hide, and why (instructors)",
-            responses=schemas.error_responses(401, 403, 404, 422, 503, why={
+            responses=schemas.error_responses(401, 403, 404, 422, why={
                 404: "no per-student sign-in on this sandbox (`no_sign_in`): without"
-                     " course tokens nothing tells an instructor from a student",
-                503: schemas.RECORD_DOWN}))
+                     " course tokens nothing tells an instructor from a student"}))
 async def hidden(request: Request, at: Annotated[str | None, Query(
         description="an ISO 8601 moment with its offset; default now")] = None) -> Response:
     if getattr(request.app.state, "keyring", None) is None:
