@@ -410,7 +410,7 @@ def test_the_child_reads_only_the_stdlib_its_numpy_and_its_own_directory(tmp_pat
 
 
 @needs_root
-def test_the_private_python_holds_copies_only_and_is_root_s():
+def test_the_private_python_is_copies_owned_by_root_made_once():
     """The private Python: copies (no link leaves it), owned by root, written by no one
     else, with no site-packages and nothing of glassllm; its READY (this machine's
     paths) readable by root only; made once (the same directory every time)."""
