@@ -488,3 +488,23 @@ def test_a_platforms_folder_is_closed_before_the_students_code_runs(tmp_path, pl
     assert (tests / "ex.toml").stat().st_mode & 0o777 == 0o600
     results = json.loads((top / "results" / "results.json").read_text())
     assert results["score"] == (1.0 if platform == "prairielearn" else 8.0)
+
+
+def test_each_run_gets_a_user_id_no_account_or_process_has(monkeypatch):
+    """The child's id: from a band no distribution gives out, within this user
+    namespace's map; in a rootless container's 65536 ids, above the usual users' and
+    short of nobody's; never an account's, never a live process's."""
+    import pwd
+
+    ids = {sweep.fresh_id() for _ in range(20)}
+    assert len(ids) == 20
+    for uid in ids:
+        assert sweep.BAND[0] <= uid < sweep.BAND[1]
+        assert sweep.processes_of(uid) == []
+        with pytest.raises(KeyError):
+            pwd.getpwuid(uid)
+    monkeypatch.setattr(sweep, "_mapped", lambda path: [(0, 65536)])
+    assert sweep._band() == (2000, 65534)
+    monkeypatch.setattr(sweep, "_mapped", lambda path: [(0, 1000), (100_000, 165_536)])
+    assert sweep._band() == (100_000, 165_536)
+    assert os.getpid() in sweep.processes_of(os.getuid())

@@ -44,6 +44,8 @@ from pathlib import Path
 
 import numpy as np
 
+from glassllm.course.grader import sweep
+
 __all__ = ["CACHE_ENV", "Jail", "JailError", "find_or_make"]
 
 CACHE_ENV = "GLASSLLM_GRADER_CACHE"
@@ -228,18 +230,21 @@ def chroot_argv(root: Path, uid: int) -> list[str] | None:
     return [program, f"--userspec={uid}:{uid}", f"--groups={uid}", str(root)]
 
 
-PROBE_UID = 0x7FFF_FF00                        # an id no one has, for the probes
+@functools.cache
+def probe_uid() -> int:
+    """An id no one has, for the probes (within this user namespace's map)."""
+    return sweep.fresh_id()
 
 
 def _check(root: Path) -> bool:
     """Does the made copy run NumPy: entered (chroot) where this grader may, else by its
     path as another user (root), else as this one. Raises JailError when it does not."""
     if os.geteuid() == 0:
-        prefix = chroot_argv(root, PROBE_UID)
+        prefix = chroot_argv(root, probe_uid())
         if prefix is not None and not _runs_numpy(
                 [*prefix, PYTHON, "-I", "-S", "-c", PROBE, NUMPY], probe_env(LIBS), None):
             return True
-    user = PROBE_UID if os.geteuid() == 0 else None
+    user = probe_uid() if os.geteuid() == 0 else None
     said = _runs_numpy([str(root) + PYTHON, "-I", "-S", "-c", PROBE, str(root) + NUMPY],
                        probe_env(str(root) + LIBS), user)
     if said:

@@ -100,7 +100,7 @@ def isolation() -> Isolation:
                    " as root")
     chroot = False
     if separate:
-        prefix = jails.chroot_argv(jail.root, jails.PROBE_UID)
+        prefix = jails.chroot_argv(jail.root, jails.probe_uid())
         chroot = prefix is not None and _runs(
             [*prefix, jails.PYTHON, "-I", "-S", "-c", "pass"], None,
             env=jails.probe_env(jails.LIBS))
@@ -111,7 +111,7 @@ def isolation() -> Isolation:
                    " files as its user may (the images' permissions still hold)")
     netns: tuple[str, ...] = ()
     unshare = shutil.which("unshare")
-    probe_user = jails.PROBE_UID if separate and not chroot else None
+    probe_user = jails.probe_uid() if separate and not chroot else None
     # as root (the child then enters the jail), a plain network namespace; otherwise the
     # child's own user in a user namespace: --map-current-user keeps its uid inside
     # (util-linux 2.38); -r maps it to a root of the namespace, powerless outside it
