@@ -316,3 +316,51 @@ def test_a_grader_whose_student_python_cannot_start_writes_not_graded(tmp_path):
             results["tests"][0].get("message", "")
         assert results.get("gradable", False) is False
         assert all(t.get("status", "failed") == "failed" for t in results["tests"])
+
+
+SURVIVED = {      # what would crash or stall the grader, in a submission that is right
+    "folders nested 3000 deep (a recursive removal overflows)": '''
+import os
+here = os.getcwd()
+for _ in range(3000):
+    os.mkdir("d")
+    os.chdir("d")
+os.chdir(here)
+''',
+    "a case mark of 10 000 digits (int() refuses it)": '''
+print("\\x1e" + "9" * 10_000)
+''',
+    "an event of 10 000 digits": '''
+import os, sys
+os.write(int(sys.argv[3]), b"start " + b"9" * 10_000 + b"\\n")
+''',
+    "a million forged case marks": '''
+import sys
+sys.stdout.write("\\x1e1\\n\\x1e0\\n" * 500_000)
+''',
+}
+
+
+@pytest.mark.parametrize("kind", sorted(SURVIVED))
+def test_what_would_crash_the_grader_leaves_a_right_grade_right(tmp_path, kind):
+    """A failure of the grader would be "not graded" (a PrairieLearn submission that
+    counts for nothing) in place of the student's 0, or no result at all: these are
+    what a student who wants that tries; each right function still scores every point."""
+    import subprocess
+
+    sub = tmp_path / "sub.py"
+    sub.write_text(SURVIVED[kind] + RIGHT)
+    out = tmp_path / "results.json"
+    done = subprocess.run([sys.executable, "-m", "glassllm.apps.cli", "grade", str(RMS),
+                           str(sub), "--student", "ada", "--format", "json", "--results",
+                           str(out)], capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr
+    results = json.loads(out.read_text())
+    assert results["graded"] is True and results["score"] == 10.0
+    if "forged" in kind:                 # forged marks stay the student's text, bounded
+        assert all(len(t["output"].encode()) < runner.OUTPUT_PER_CASE + 200
+                   for t in results["tests"])
+    iso = runner.isolation()
+    if iso.jail is not None:             # and what it made is gone
+        assert [p.name for p in (iso.jail.root / "work").iterdir()
+                if p.stat().st_mtime > out.stat().st_mtime - 600] == []

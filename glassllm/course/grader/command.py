@@ -84,6 +84,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
 def _emit(text: str, results: str | None) -> None:
     if results is None:
         sys.stdout.write(text)
+        sys.stdout.flush()
     else:
         write_results(text, results)
 
@@ -118,6 +119,11 @@ def run(args: argparse.Namespace) -> int:
                   file=sys.stderr)
     elif args.exercise is None or args.submission is None:
         args.subparser.error("give EXERCISE and SUBMISSION, or --platform")
+    with runner.cleanup_after():     # the results first, then what the child left
+        return _grade(args)
+
+
+def _grade(args: argparse.Namespace) -> int:
     try:
         report = grade_submission(args.exercise, args.submission, args.student, args.salt,
                                   args.time_limit, args.feedback)

@@ -22,6 +22,7 @@ import functools
 import io
 import json
 import os
+import re
 import select
 import shutil
 import signal
@@ -39,7 +40,8 @@ import numpy as np
 from glassllm.course.grader import jail as jails
 from glassllm.course.grader import sweep
 
-__all__ = ["CaseRun", "GraderError", "Isolation", "isolation", "run_function"]
+__all__ = ["CaseRun", "GraderError", "Isolation", "cleanup_after", "isolation",
+           "run_function"]
 
 HARNESS = Path(__file__).with_name("harness.py")
 OUTPUT_PER_CASE = 64 * 1024        # bytes of a case's stdout + stderr kept for its report
@@ -199,6 +201,32 @@ def run_function(code: list[dict], notebook: bool, function: str, params: list[s
     return runs
 
 
+_DEFERRED: list | None = None
+
+
+@contextlib.contextmanager
+def cleanup_after():
+    """Within it, what each child left on disk is removed when it ends, not after each
+    child, so the grader writes its results first: a student's tree of folders nested
+    100 000 deep takes longer to remove than to make. (Its processes are killed at once,
+    whatever.)"""
+    global _DEFERRED
+    outer, _DEFERRED = _DEFERRED, []
+    try:
+        yield
+    finally:
+        pending, _DEFERRED = _DEFERRED, outer
+        for task in pending:
+            task()
+
+
+def _later(task) -> None:
+    if _DEFERRED is None:
+        task()
+    else:
+        _DEFERRED.append(task)
+
+
 def _work_base(iso: Isolation) -> Path:
     """Where each run's private directory is made: the private Python's ``work/`` (0711,
     root's), pruned of what a killed grader left; else this machine's temporary one."""
@@ -209,7 +237,7 @@ def _work_base(iso: Isolation) -> Path:
     with contextlib.suppress(OSError):
         for entry in os.scandir(base):
             if entry.stat(follow_symlinks=False).st_mtime < now - STALE:
-                shutil.rmtree(entry.path, ignore_errors=True)
+                sweep.remove_tree(entry.path)
     return base
 
 
@@ -260,8 +288,8 @@ def _one_child(home: Path, base: Path, iso: Isolation, user: int | None, code: l
             sweep.reap(user)
             sweep.remove_ipc_of(user)
             if not iso.chroot:
-                sweep.remove_files_of(user)
-        shutil.rmtree(work, ignore_errors=True)
+                _later(lambda: sweep.remove_files_of(user))
+        _later(lambda: sweep.remove_tree(work))
 
 
 def _command(iso: Isolation, user: int | None, work: Path, limits: dict[str, int],
@@ -325,7 +353,7 @@ def _watch(child: subprocess.Popen, events_r: int, first: int, n: int,
         for raw in lines:
             kind, _, rest = raw.decode("utf-8", "replace").partition(" ")
             number, _, message = rest.partition(" ")
-            k = int(number) if number.isdigit() else None
+            k = int(number) if number.isdigit() and len(number) <= 9 else None
             events.append((kind, k, message if k is not None else rest))
             if kind == "start" and k is not None:
                 now = time.monotonic()
@@ -351,19 +379,24 @@ def _kill_group(child: subprocess.Popen) -> None:
     child.wait()
 
 
-def _outputs(path: Path, first: int) -> dict[int, str]:
+_MARK = re.compile(rb"\x1e(\d{1,9})\n")
+
+
+def _outputs(path: Path, first: int, n: int) -> dict[int, str]:
     """The child's output split at the harness's case marks (``\x1eK``), each case's
-    kept to `OUTPUT_PER_CASE` bytes (its start and its end); -1: before any case."""
+    kept to `OUTPUT_PER_CASE` bytes (its start and its end); -1: before any case. Only a
+    mark of a case after the last one counts (the harness's come once each, in order),
+    so a flood of forged marks is text, and at most `n` + 1 pieces are made."""
     data = path.read_bytes()
-    out: dict[int, bytearray] = {}
-    k = -1
-    for piece in data.split(b"\x1e"):
-        head, nl, rest = piece.partition(b"\n")
-        if nl and head.isdigit() and piece is not data:
-            k = int(head)
-            piece = rest
-        out.setdefault(k, bytearray()).extend(piece)
-    return {k: _clip(bytes(v)) for k, v in out.items()}
+    out: dict[int, bytes] = {}
+    k, at = -1, 0
+    for mark in _MARK.finditer(data):
+        number = int(mark[1])
+        if max(k, first - 1) < number < n:
+            out[k] = data[at:mark.start()]
+            k, at = number, mark.end()
+    out[k] = data[at:]
+    return {case: _clip(text) for case, text in out.items()}
 
 
 def _clip(data: bytes) -> str:
@@ -377,7 +410,7 @@ def _clip(data: bytes) -> str:
 def _collect(work: Path, events: list, out_path: Path, err_path: Path, runs: list[CaseRun],
              first: int, returns: list[str], left: float, user: int | None) -> int:
     """Each case's fate from the events and the answer files; the next case to run."""
-    outs, errs = _outputs(out_path, first), _outputs(err_path, first)
+    outs, errs = _outputs(out_path, first, len(runs)), _outputs(err_path, first, len(runs))
     if not any(kind == "ready" for kind, _, _ in events):
         # the student's code never ran: the harness's own start failed, or was too slow
         # with its whole start allowance (with less, the budget was used up before it)

@@ -16,7 +16,6 @@ import grp
 import os
 import pwd
 import secrets
-import shutil
 import signal
 import stat
 import tempfile
@@ -29,6 +28,7 @@ __all__ = [
     "reap",
     "remove_files_of",
     "remove_ipc_of",
+    "remove_tree",
 ]
 
 SHARED_DIRS = ("/tmp", "/var/tmp", "/dev/shm", "/run/shm", "/run/lock", "/var/lock",
@@ -149,7 +149,7 @@ def _remove_in(folder: str, uid: int, depth: int) -> int:
             continue
         if info.st_uid == uid:
             if stat.S_ISDIR(info.st_mode):
-                shutil.rmtree(entry.path, ignore_errors=True)
+                remove_tree(entry.path)
             else:
                 with contextlib.suppress(OSError):
                     os.unlink(entry.path)
@@ -157,6 +157,55 @@ def _remove_in(folder: str, uid: int, depth: int) -> int:
         elif (depth > 1 and stat.S_ISDIR(info.st_mode) and info.st_mode & 0o002):
             removed += _remove_in(entry.path, uid, depth - 1)
     return removed
+
+
+def remove_tree(path: str | os.PathLike) -> None:
+    """Remove the directory `path` and all in it, never following a link, however deep
+    it is nested: a tree of 100 000 directories one inside the other defeats a recursive
+    removal (Python's stack) and any removal by path (PATH_MAX), so each directory's
+    subdirectories are first moved up beside it, and only then is it emptied; no path is
+    ever more than two names long. What cannot be removed is left, never raised."""
+    flags = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
+    tag = secrets.token_hex(8)
+    moved = 0
+    try:
+        top = os.open(path, flags)
+    except OSError:
+        return
+    try:
+        while True:
+            with os.scandir(top) as it:
+                entries = [(e.name, e.is_dir(follow_symlinks=False)) for e in it]
+            if not entries:
+                break
+            progress = False
+            for name, is_dir in entries:
+                with contextlib.suppress(OSError):
+                    if not is_dir:
+                        os.unlink(name, dir_fd=top)
+                        progress = True
+                        continue
+                    inner = os.open(name, flags, dir_fd=top)
+                    try:
+                        with os.scandir(inner) as it:
+                            below = [(e.name, e.is_dir(follow_symlinks=False)) for e in it]
+                        for sub, sub_is_dir in below:
+                            if sub_is_dir:
+                                moved += 1
+                                os.rename(sub, f".up-{tag}-{moved}", src_dir_fd=inner,
+                                          dst_dir_fd=top)
+                            else:
+                                os.unlink(sub, dir_fd=inner)
+                    finally:
+                        os.close(inner)
+                    os.rmdir(name, dir_fd=top)
+                    progress = True
+            if not progress:
+                return
+    finally:
+        os.close(top)
+    with contextlib.suppress(OSError):
+        os.rmdir(path)
 
 
 def remove_ipc_of(uid: int) -> int:
