@@ -17,6 +17,12 @@ LABEL org.opencontainers.image.title="glassllm PrairieLearn grader" \
       org.opencontainers.image.base.name="${BASE}"
 ENV PATH=/opt/venv/bin:$PATH PYTHONDONTWRITEBYTECODE=1
 COPY --from=course /opt/venv /opt/venv
-# Runs as root, as PrairieLearn starts it: the grader then runs the student's code as
-# nobody (uid 65534), which cannot read the exercise file (0600) nor write the results.
+# The private Python made now (not per job), the venv and every other Python package of
+# the base closed to all but root, /tmp and /var/tmp root's only (lock_image.sh).
+RUN --mount=type=bind,source=docker/grader/lock_image.sh,target=/lock_image.sh \
+    sh /lock_image.sh /opt/venv
+# Runs as root, as PrairieLearn starts it: the grader closes /grade (0700), then runs the
+# student's code as a fresh user of its own, chrooted into the private Python's directory
+# (Docker's default capabilities allow chroot, not namespaces): it sees only the standard
+# library, its NumPy copy and its own directory.
 CMD ["glassllm", "grade", "--platform", "prairielearn"]

@@ -6,7 +6,8 @@
 # Writes dist/gradescope-autograder.zip (upload it as the assignment's autograder) and the
 # same files unpacked under dist/gradescope-autograder/autograder/ (docker/grader/test.sh
 # builds its local run from them). The zip holds setup.sh and run_autograder (Gradescope's
-# layout), the exercise file, requirements.txt (NumPy pinned as requirements/service.lock
+# layout), lock_image.sh (setup.sh closes the image's files with it), the exercise file,
+# requirements.txt (NumPy pinned as requirements/service.lock
 # pins it) and wheels/: glassllm's wheel, and NumPy's for this machine's Python when pip
 # can fetch it (setup.sh falls back to the package index for another Python).
 set -eu
@@ -20,7 +21,8 @@ case $exercise in /*) ;; *) exercise=$(pwd)/$exercise ;; esac
 out=$root/dist/gradescope-autograder
 rm -rf "$out" "$root/dist/gradescope-autograder.zip"
 mkdir -p "$out/autograder/wheels"
-cp "$here/gradescope/setup.sh" "$here/gradescope/run_autograder" "$out/autograder/"
+cp "$here/gradescope/setup.sh" "$here/gradescope/run_autograder" "$here/lock_image.sh" \
+    "$out/autograder/"
 "$python" -m glassllm.apps.cli exercises check "$exercise" >/dev/null
 cp "$exercise" "$out/autograder/"
 numpy=$(grep -m1 '^numpy==' "$root/requirements/service.lock" | cut -d' ' -f1)
@@ -31,5 +33,5 @@ retry "$python" -m pip download --quiet --only-binary=:all: --no-deps \
     --dest "$out/autograder/wheels" "$numpy" \
     || echo "gradescope-autograder: no NumPy wheel fetched; setup.sh will use the index"
 (cd "$out/autograder" && "$python" -m zipfile -c "$root/dist/gradescope-autograder.zip" \
-    setup.sh run_autograder requirements.txt "$(basename "$exercise")" wheels)
+    setup.sh run_autograder lock_image.sh requirements.txt "$(basename "$exercise")" wheels)
 echo "gradescope-autograder: dist/gradescope-autograder.zip ($(basename "$exercise"))"

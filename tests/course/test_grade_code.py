@@ -165,16 +165,35 @@ def test_the_command_writes_each_format_and_exits_0_whatever_the_score(tmp_path,
     assert "bad.toml" in capsys.readouterr().err
 
 
-def test_without_root_the_results_say_which_protections_were_off(tmp_path, monkeypatch):
+def test_without_root_the_log_not_the_results_says_which_protections_were_off(
+        tmp_path, monkeypatch, capsys):
+    """Where the grader is not root, the separate user and the jail are off: the report
+    knows, the instructor's log (stderr) says so, and no format shows it to the
+    student (it would tell them where to push)."""
+    from glassllm.course.grader import jail
+
+    made = jail.find_or_make()          # the same private Python, not a second one
+    monkeypatch.setenv(jail.CACHE_ENV, str(made.root.parent))
     runner.isolation.cache_clear()
     monkeypatch.setattr(os, "geteuid", lambda: 1000)
     try:
         report = grade(tmp_path, RIGHT)
+        sub = tmp_path / "right.py"
+        sub.write_text(RIGHT)
+        assert main(["grade", str(RMS), str(sub), "--format", "gradescope", "--results",
+                     str(tmp_path / "results.json"), "--time-limit", "10"]) == 0
     finally:
         runner.isolation.cache_clear()
     assert report.score == 10.0
-    assert any(off.startswith("separate user") for off in report.protections_off)
-    assert "protections off on this grader: separate user" in formats.render(report, "text")
+    off = report.protections_off
+    assert [o.split(":")[0] for o in off][:2] == ["separate user", "file-system jail"]
+    for fmt in formats.FORMATS:
+        text = formats.render(report, fmt)
+        assert "separate user" not in text and "protections" not in text
+    assert "separate user" not in (tmp_path / "results.json").read_text()
+    err = capsys.readouterr().err
+    assert "glassllm grade: protections off on this grader: separate user: the grader is" \
+           " not root" in err
 
 
 def _unshare_prefix() -> list[str] | None:
@@ -235,3 +254,113 @@ def test_a_kind_registers_itself_without_editing_the_grader(tmp_path, monkeypatc
     assert register("function", grade_kind) is grade_kind
     report = grade(tmp_path, RIGHT)
     assert seen == [("rmsnorm-backward", "ada", 10.0)] and report.score == 1.0
+
+
+def test_top_level_prints_are_kept_beside_the_first_case_s_output(tmp_path):
+    report = grade(tmp_path, "print('loading my answer')\n" + RIGHT.replace(
+        "    return dx", "    print('row', d)\n    return dx"))
+    assert report.score == 10.0
+    assert report.tests[0].output == ("printed while your code was loaded:\n"
+                                      "loading my answer\n\nprinted in this case:\nrow 8\n")
+    assert [t.output.strip() for t in report.tests[1:]] == ["row 4", "row 4"]
+    report = grade(tmp_path, "print('x' * 200_000)\n" + RIGHT)      # bounded, as a case's
+    assert runner.OUTPUT_PER_CASE <= len(report.tests[0].output.encode()) \
+        < runner.OUTPUT_PER_CASE + 200
+
+
+@pytest.mark.parametrize("fmt", ["gradescope", "prairielearn", "json"])
+def test_a_broken_exercise_file_passes_no_test_in_any_format(tmp_path, fmt):
+    sub = tmp_path / "sub.py"
+    sub.write_text(RIGHT)
+    bad = tmp_path / "bad.toml"
+    bad.write_text("id = 'x'\n")
+    out = tmp_path / "results.json"
+    assert main(["grade", str(bad), str(sub), "--format", fmt, "--results", str(out)]) == 2
+    results = json.loads(out.read_text())
+    assert results["score"] == 0
+    if fmt == "gradescope":            # Gradescope shows a passed test in green: none
+        assert [t["status"] for t in results["tests"]] == ["failed"]
+    elif fmt == "prairielearn":        # PrairieLearn's own word for it
+        assert results["gradable"] is False
+    else:
+        assert results["graded"] is False and results["tests"][0]["passed"] is False
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="the private Python is entered as root")
+def test_a_grader_whose_student_python_cannot_start_writes_not_graded(tmp_path):
+    """A failure of the grader itself (here its private Python lost its interpreter) is
+    never a score: exit status 3, "not graded" (no test passed; PrairieLearn's gradable
+    false), the reason in the instructor's log."""
+    import subprocess
+
+    from glassllm.course.grader import jail
+
+    made = jail.find_or_make()
+    cache = tmp_path / "cache"
+    cache.mkdir(mode=0o755)
+    subprocess.run(["cp", "-al", str(made.root), str(cache / made.root.name)], check=True)
+    (cache / made.root.name / jail.PYTHON.lstrip("/")).unlink()
+    sub = tmp_path / "sub.py"
+    sub.write_text(RIGHT)
+    for fmt in ("gradescope", "prairielearn"):
+        out = tmp_path / f"{fmt}.json"
+        done = subprocess.run([sys.executable, "-m", "glassllm.apps.cli", "grade", str(RMS),
+                               str(sub), "--format", fmt, "--results", str(out)],
+                              env={**os.environ, jail.CACHE_ENV: str(cache)},
+                              capture_output=True, text=True, timeout=120)
+        assert done.returncode == 3, done.stderr
+        assert "GraderError: the student's Python did not start" in done.stderr
+        results = json.loads(out.read_text())
+        assert results["score"] == 0
+        assert "not graded: the grader failed" in results["tests"][0]["output"] + \
+            results["tests"][0].get("message", "")
+        assert results.get("gradable", False) is False
+        assert all(t.get("status", "failed") == "failed" for t in results["tests"])
+
+
+SURVIVED = {      # what would crash or stall the grader, in a submission that is right
+    "folders nested 3000 deep (a recursive removal overflows)": '''
+import os
+here = os.getcwd()
+for _ in range(3000):
+    os.mkdir("d")
+    os.chdir("d")
+os.chdir(here)
+''',
+    "a case mark of 10 000 digits (int() refuses it)": '''
+print("\\x1e" + "9" * 10_000)
+''',
+    "an event of 10 000 digits": '''
+import os, sys
+os.write(int(sys.argv[3]), b"start " + b"9" * 10_000 + b"\\n")
+''',
+    "a million forged case marks": '''
+import sys
+sys.stdout.write("\\x1e1\\n\\x1e0\\n" * 500_000)
+''',
+}
+
+
+@pytest.mark.parametrize("kind", sorted(SURVIVED))
+def test_what_would_crash_the_grader_leaves_a_right_grade_right(tmp_path, kind):
+    """A failure of the grader would be "not graded" (a PrairieLearn submission that
+    counts for nothing) in place of the student's 0, or no result at all: these are
+    what a student who wants that tries; each right function still scores every point."""
+    import subprocess
+
+    sub = tmp_path / "sub.py"
+    sub.write_text(SURVIVED[kind] + RIGHT)
+    out = tmp_path / "results.json"
+    done = subprocess.run([sys.executable, "-m", "glassllm.apps.cli", "grade", str(RMS),
+                           str(sub), "--student", "ada", "--format", "json", "--results",
+                           str(out)], capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr
+    results = json.loads(out.read_text())
+    assert results["graded"] is True and results["score"] == 10.0
+    if "forged" in kind:                 # forged marks stay the student's text, bounded
+        assert all(len(t["output"].encode()) < runner.OUTPUT_PER_CASE + 200
+                   for t in results["tests"])
+    iso = runner.isolation()
+    if iso.jail is not None:             # and what it made is gone
+        assert [p.name for p in (iso.jail.root / "work").iterdir()
+                if p.stat().st_mtime > out.stat().st_mtime - 600] == []

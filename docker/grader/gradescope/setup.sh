@@ -10,5 +10,9 @@ fi
 python3 -m venv /opt/glassllm-grader
 /opt/glassllm-grader/bin/python -m pip install --quiet --no-cache-dir \
     --find-links "$src/wheels" -r "$src/requirements.txt" "$src"/wheels/glassllm-*.whl
-# the exercise: readable by root only (the student's code runs as nobody)
+# the private Python made now (not per submission); the venv, the base's other Python
+# packages, /tmp and /var/tmp closed to all but root; the exercise and the wheels too:
+# the student's code runs as a user of its own (docs/grading.md)
+sh "$src/lock_image.sh" /opt/glassllm-grader
 chmod 600 "$src"/*.toml
+chmod 700 "$src"

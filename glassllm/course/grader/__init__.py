@@ -23,10 +23,11 @@ from glassllm.course.exercise import MAX_FILE_BYTES, Exercise, load
 from glassllm.course.grader import formats, proofs, runner
 from glassllm.course.grader.kinds import KINDS, Job, register
 from glassllm.course.grader.results import Report, TestResult
+from glassllm.course.grader.runner import GraderError
 from glassllm.course.zoo import mystery
 
-__all__ = ["DEFAULT_BUDGET", "KINDS", "Job", "Report", "TestResult", "grade_submission",
-           "load_exercise", "register", "write_results"]
+__all__ = ["DEFAULT_BUDGET", "KINDS", "GraderError", "Job", "Report", "TestResult",
+           "grade_submission", "load_exercise", "register", "write_results"]
 
 DEFAULT_BUDGET = 20.0      # seconds of student code: inside PrairieLearn's default 30 s
 
@@ -37,7 +38,9 @@ def grade_submission(exercise: str | Path, submission: str | Path, student: str 
     """Grade `submission` for `exercise` (a TOML file): `student`'s numbers under `salt`
     (default ``GLASSLLM_COURSE_SALT``, else the practice salt), the student's code given
     `budget` seconds in all. Raises `glassllm.course.ExerciseFileError` for a broken
-    exercise file; whatever the submission is or does, returns a complete `Report`."""
+    exercise file and `GraderError` when the student's code could not be run at all (the
+    grader's fault, never a score); whatever the submission is or does, returns a
+    complete `Report`."""
     started = time.monotonic()
     ex = load_exercise(exercise)
     if salt is None:
@@ -91,7 +94,9 @@ def write_results(text: str, path: str | Path) -> None:
 
 
 def not_graded(why: str, fmt: str) -> str:
-    """A complete results file for a grader that could not grade (a broken exercise file):
-    0 of 0 points, and why, without a path of this machine."""
-    report = Report("unknown", "not graded", "-", [TestResult("grading", 0.0, 0.0, why)])
+    """A complete results file for a grader that could not grade (a broken exercise
+    file, a failure of the grader): 0 of 0 points, no test passed (PrairieLearn's
+    ``gradable: false``), and why, without a path of this machine."""
+    report = Report("unknown", "not graded", "-", [TestResult("not graded", 0.0, 0.0, why)],
+                    graded=False)
     return formats.render(report, fmt)

@@ -5,25 +5,29 @@
 
 Exit status 0 whenever the submission was graded, whatever its score (a syntax error, a
 crash or a loop is a score of 0, with the reason, not a failure of the grader); 2 when the
-exercise file or an option is wrong: the results file then holds 0 of 0 points and why,
-so a grader's platform still shows something. The results file is written last and
-atomically, and is always complete.
+exercise file or an option is wrong, 3 when the grader itself failed: the results file
+then holds "not graded" (no test passed; PrairieLearn's ``gradable: false``) and why, so
+a grader's platform still shows something. The results file is written last and
+atomically, and is always complete. Which protections of the student's process are off
+goes to stderr (the instructor's log), never into the results.
 """
 
 from __future__ import annotations
 
 import argparse
-import contextlib
 import math
 import os
 import sys
+import traceback
 
 from glassllm.course.exercise import ExerciseFileError
 from glassllm.course.grader import (
     DEFAULT_BUDGET,
     formats,
     grade_submission,
+    lockdown,
     not_graded,
+    runner,
     write_results,
 )
 from glassllm.course.grader.platforms import PLATFORMS, locate
@@ -71,16 +75,32 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
                         f" $GLASSLLM_GRADE_SECONDS, else {DEFAULT_BUDGET:g})")
     p.add_argument("--feedback", choices=FEEDBACK, default=None,
                    help="what a wrong answer is told (default: the exercise's)")
+    p.add_argument("--prepare", action="store_true",
+                   help="make the student's private Python now (once per interpreter and"
+                        " NumPy; an image does it when it is built), say which"
+                        " protections are on, and exit")
 
 
 def _emit(text: str, results: str | None) -> None:
     if results is None:
         sys.stdout.write(text)
+        sys.stdout.flush()
     else:
         write_results(text, results)
 
 
+def _prepare() -> int:
+    iso = runner.isolation()
+    where = iso.jail.root if iso.jail is not None else "none"
+    print(f"glassllm grade: the student's private Python: {where}")
+    for off in iso.off:
+        print(f"glassllm grade: off: {off}")
+    return 0 if iso.jail is not None else 1
+
+
 def run(args: argparse.Namespace) -> int:
+    if args.prepare:
+        return _prepare()
     if args.time_limit is None:
         try:
             args.time_limit = _seconds(os.environ.get("GLASSLLM_GRADE_SECONDS")
@@ -94,10 +114,16 @@ def run(args: argparse.Namespace) -> int:
         args.results = args.results or found["results"]
         args.format = found["format"]
         args.student = found["student"] if args.student == "practice" else args.student
-        with contextlib.suppress(OSError):     # the student's user may not read it
-            os.chmod(args.exercise, 0o600)
+        for path in lockdown.lock(args.platform, args.root, args.exercise):
+            print(f"glassllm grade: could not close {path} to the student's user",
+                  file=sys.stderr)
     elif args.exercise is None or args.submission is None:
         args.subparser.error("give EXERCISE and SUBMISSION, or --platform")
+    with runner.cleanup_after():     # the results first, then what the child left
+        return _grade(args)
+
+
+def _grade(args: argparse.Namespace) -> int:
     try:
         report = grade_submission(args.exercise, args.submission, args.student, args.salt,
                                   args.time_limit, args.feedback)
@@ -107,7 +133,14 @@ def run(args: argparse.Namespace) -> int:
                          " staff to fix; not a problem with the submission)", args.format),
               args.results)
         return 2
+    except Exception:                        # the grader's own failure: never a score
+        traceback.print_exc(file=sys.stderr)
+        _emit(not_graded("not graded: the grader failed (its fault, not the submission's;"
+                         " the course's staff can regrade it)", args.format), args.results)
+        return 3
     _emit(formats.render(report, args.format), args.results)
+    if report.protections_off:
+        print(formats.protections_log(report), file=sys.stderr)
     if args.results is not None:
         print(report.summary(), file=sys.stderr)
     return 0

@@ -20,7 +20,7 @@ import json
 
 from glassllm.course.grader.results import Report, TestResult
 
-__all__ = ["FORMATS", "render"]
+__all__ = ["FORMATS", "protections_log", "render"]
 
 PRAIRIELEARN_LIMIT = 1_000_000     # bytes: PrairieLearn refuses a larger results file
 
@@ -35,10 +35,18 @@ def _test_text(t: TestResult) -> str:
 
 
 def _overall(report: Report) -> str:
-    lines = [report.summary()]
-    if report.protections_off:
-        lines.append("protections off on this grader: " + "; ".join(report.protections_off))
-    return "\n".join(lines)
+    # never the protections that were off: the student would learn where to push; they
+    # go to the instructor's log (`protections_log`)
+    return report.summary()
+
+
+def protections_log(report: Report) -> str:
+    """The protections off on this grader, one line for the instructor's log
+    (Gradescope's stdout, hidden from students; PrairieLearn's job log; stderr), or ''."""
+    if not report.protections_off:
+        return ""
+    return "glassllm grade: protections off on this grader: " + "; ".join(
+        report.protections_off)
 
 
 def gradescope(report: Report) -> dict:
@@ -53,7 +61,7 @@ def gradescope(report: Report) -> dict:
                    "output": _test_text(t), "output_format": "text",
                    "visibility": "visible"} for t in report.tests],
         "extra_data": {"exercise": report.exercise, "student": report.student,
-                       "protections_off": list(report.protections_off)},
+                       "graded": report.graded},
     }
 
 
@@ -69,7 +77,7 @@ def prairielearn(report: Report) -> dict:
         def cut(text: str) -> str:
             return text if clip is None or len(text) <= clip else text[:clip] + "\n[...]"
         return {
-            "gradable": True,
+            "gradable": report.graded,
             "score": report.score / report.max_score if report.max_score else 0.0,
             "message": report.summary(),
             "output": _overall(report),
@@ -90,7 +98,7 @@ def plain_json(report: Report) -> dict:
     return {"exercise": report.exercise, "title": report.title, "student": report.student,
             "score": report.score, "max_score": report.max_score,
             "feedback": report.feedback, "seconds": round(report.seconds, 3),
-            "protections_off": list(report.protections_off),
+            "graded": report.graded,
             "tests": [{"name": t.name, "score": round(t.score, 6),
                        "max_score": round(t.max_score, 6), "passed": t.passed,
                        "message": t.message, "table": t.table,

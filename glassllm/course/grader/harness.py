@@ -2,16 +2,20 @@
 imported by the grader (it imports only the standard library and NumPy, the one package
 the child's path holds).
 
-    python -I -S harness.py NUMPY_DIR LIMITS_JSON EVENTS_FD
+    python -I -S WORK/harness.py NUMPY_DIR LIMITS_JSON EVENTS_FD WORK
 
-Run in the child's empty private directory, which holds ``task.json`` (the function's
+Run in the child's empty private directory WORK, which holds ``task.json`` (the function's
 name, its parameters and returns, and the submission's code: one chunk for a ``.py``, one
 per code cell for a notebook) and ``inputs.npz`` (each case's arguments; never an expected
 answer: those are computed by the grader after this process has exited). It first lowers
-its own limits (CPU seconds, address space, processes, file size, open files: hard and
-soft, so the student's code cannot raise them again), then runs the submission's code and
-calls the function on each case, writing ``answers/<k>.npz`` and a line per event to
-the file descriptor EVENTS_FD: ``start k``, ``done k``, ``fail k <json message>``, ``load <json>``.
+its own limits (CPU seconds, address space, processes, core files, message queues, file
+size, open files: hard and soft, so the student's code cannot raise them again) and
+forbids itself new privileges (no set-user-id program can give it any), reads its task
+and says ``ready``; only then runs the submission's code and calls the function on each
+case, writing ``answers/<k>.npz`` and a line per event to the file descriptor EVENTS_FD:
+``ready``, ``start k``, ``done k``, ``fail k <json message>``, ``load <json>``. Until
+``ready`` no student code has run, so a child that never says it failed by the grader's
+fault, not the submission's.
 
 Whatever the student's code does, it can only change its own claims: the grader reads
 these files as claimed arrays (``allow_pickle=False``) and compares them with answers
@@ -59,15 +63,27 @@ def _described(exc: BaseException, names: set) -> str:
     return _student_frames(exc, names)
 
 
+def _no_new_privileges() -> None:
+    import ctypes
+
+    pr_set_no_new_privs = 38
+    with contextlib.suppress(OSError, AttributeError):
+        ctypes.CDLL(None, use_errno=True).prctl(pr_set_no_new_privs, 1, 0, 0, 0)
+
+
 def main() -> None:
     global EVENTS
     numpy_dir, limits, EVENTS = sys.argv[1], json.loads(sys.argv[2]), int(sys.argv[3])
+    os.chdir(sys.argv[4])
     sys.path.append(numpy_dir)
     import numpy as np  # before the limits: its import maps its libraries
 
     _limit(limits)
+    _no_new_privileges()
     with open("task.json", encoding="utf-8") as f:
         task = json.load(f)
+    inputs = np.load("inputs.npz", allow_pickle=False)
+    _say("ready")
     names = {chunk["name"] for chunk in task["code"]}
     namespace = {"__name__": "__main__", "__builtins__": __builtins__}
     notes = []
@@ -89,7 +105,6 @@ def main() -> None:
         _say("load " + json.dumps(f"the submission defines no function {task['function']}"
                                   f"({', '.join(task['params'])})"))
         return
-    inputs = np.load("inputs.npz", allow_pickle=False)
     os.makedirs("answers", exist_ok=True)
     for k in range(task["first"], task["cases"]):
         args = [inputs[f"{k}/{p}"] for p in task["params"]]

@@ -30,13 +30,18 @@ class TestResult:
 
     @property
     def passed(self) -> bool:
-        return self.score >= self.max_score - 1e-6
+        """Every point earned, of a test that has points: a test worth nothing (a
+        "not graded" notice) never passes."""
+        return self.max_score > 0 and self.score >= self.max_score - 1e-6
 
 
 @dataclass
 class Report:
     """A graded submission: every test, always (a test that could not run scores 0 and
-    says why), and which protections of the student's process were off."""
+    says why), and which protections of the student's process were off (for the
+    instructor's log: no format shows them to the student). ``graded`` is False when the
+    grader could not grade (a broken exercise file, a failure of the grader): its one
+    test is worth nothing and passes nothing."""
 
     exercise: str
     title: str
@@ -45,6 +50,7 @@ class Report:
     protections_off: tuple[str, ...] = ()
     seconds: float = 0.0
     feedback: str = "digits+pattern"
+    graded: bool = True
 
     @property
     def score(self) -> float:
@@ -55,6 +61,8 @@ class Report:
         return round(sum(t.max_score for t in self.tests), 6)
 
     def summary(self) -> str:
+        if not self.graded:
+            return f"{self.exercise}: not graded"
         right = sum(t.passed for t in self.tests)
         return (f"{self.exercise}: {self.score:g} / {self.max_score:g} points"
                 f" ({right} of {len(self.tests)} tests right)")
