@@ -64,7 +64,7 @@ def _grade(exercise: Path, source: str, folder: Path) -> tuple[float, dict]:
     out.unlink(missing_ok=True)
     start = time.perf_counter()
     subprocess.run([sys.executable, "-m", "glassllm.apps.cli", "grade", str(exercise),
-                    str(sub), "--format", "prairielearn", "--results", str(out)],
+                    str(sub), "--format", "prairielearn", "--practice", "--results", str(out)],
                    check=True, capture_output=True)
     return time.perf_counter() - start, json.loads(out.read_text())
 
