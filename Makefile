@@ -78,14 +78,21 @@ $(POSTGRES):
 	$(VPY) tools/client_generators.py install
 	touch $@
 
-# otter-grader (PyPI, pinned in tools/otter_grader.py) in .tools/otter: the test that runs
-# the real `otter run` on a notebook graded by `glassllm grade` (docs/grading.md)
+# otter-grader (PyPI, pinned in tools/otter_grader.py) in .tools/otter: the tests that run
+# the real `otter run` with glassllm's otter plugin (docs/grading.md#otter-grader)
 .tools/.stamp-otter: tools/otter_grader.py | $(VPY)
 	$(VPY) tools/otter_grader.py install
 	touch $@
 
+# nbgrader (PyPI, pinned in tools/nbgrader_grader.py) in .tools/nbgrader: the test that runs
+# nbgrader's real autograde with glassllm's preprocessor (docs/grading.md#nbgrader)
+.tools/.stamp-nbgrader: tools/nbgrader_grader.py | $(VPY)
+	$(VPY) tools/nbgrader_grader.py install
+	touch $@
+
 # pytest's summary stays the last line CI reads.
-test: $(VENV)/.stamp-test .tools/.stamp-generators .tools/.stamp-otter | $(CHROMIUM) $(POSTGRES)
+test: $(VENV)/.stamp-test .tools/.stamp-generators .tools/.stamp-otter .tools/.stamp-nbgrader \
+		| $(CHROMIUM) $(POSTGRES)
 	$(VPY) -m pytest -q
 
 lint: $(VENV)/.stamp-test
