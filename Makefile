@@ -33,7 +33,7 @@ help:
 	@echo "make load   a class at once: bench/load.py (Locust, about 4 minutes)"
 	@echo "make mutation  mutation testing (mutmut, ~30 min on 2 cores; not part of make test)"
 	@echo "make docker / docker-test / docker-save / lock   the course image (docs/deploy.md)"
-	@echo "make gradescope-autograder [EXERCISE=...]   Gradescope's autograder zip (docs/grading.md)"
+	@echo "make gradescope-autograder SALT_FILE=... ROSTER=... [EXERCISE=...]   Gradescope's autograder zip (docs/grading.md)"
 
 $(VPY):
 	@test -n "$(PYTHON)" || { echo "error: Python >= 3.11 not found on PATH"; exit 1; }
@@ -145,11 +145,14 @@ docker-test: $(VENV)/.stamp-test
 	sh docker/test.sh $(VPY) $(IMAGE)
 
 # Gradescope's autograder zip for one exercise file (docs/grading.md):
-#   make gradescope-autograder [EXERCISE=course/rmsnorm-backward.toml]
-#   → dist/gradescope-autograder.zip (setup.sh, run_autograder, the exercise, wheels)
+#   make gradescope-autograder SALT_FILE=course-salt ROSTER=students.csv \
+#       [EXERCISE=course/rmsnorm-backward.toml]   (or PRACTICE=1 instead of the two)
+#   → dist/gradescope-autograder.zip (setup.sh, run_autograder, the exercise, the salt,
+#     the roster, wheels)
 EXERCISE ?= examples/softmax-backward.toml
 gradescope-autograder: $(VENV)/.stamp-service
-	sh docker/grader/zip.sh $(VPY) $(EXERCISE)
+	SALT_FILE="$(SALT_FILE)" ROSTER="$(ROSTER)" PRACTICE="$(PRACTICE)" \
+		sh docker/grader/zip.sh $(VPY) $(EXERCISE)
 
 docker-save:
 	sh docker/save.sh $(IMAGE)

@@ -21,6 +21,8 @@ sys.path.insert(0, str(ROOT / "tools"))
 import nbgrader_grader
 from student_notebooks import cheat, marker_code, notebook
 
+from glassllm.course.grader import nbgrader_plugin
+
 EXERCISE = ROOT / "examples" / "softmax-backward.toml"
 RIGHT = (ROOT / "examples" / "student_softmax.py").read_text()
 CONFIG = """
@@ -141,3 +143,20 @@ def test_nbgrader_autograde_sets_the_glassllm_cell_outside_the_kernel(tmp_path):
                      r" '(?!\1)(ADA|ada)' \(id '\2'\) are the same once trimmed",
                      done.stdout + done.stderr), done.stderr
     assert _grades(course)["ADA"]["softmax-tests"] is None
+
+
+def test_the_grade_cells_outputs_say_what_nbgrader_scores():
+    """nbgrader's determine_grade reads a code cell's outputs: a stream alone is full
+    marks, an execute_result a number of points (partial credit), an error 0."""
+    def report(score):
+        return {"exercise": "softmax-backward", "score": score, "max_score": 8.0,
+                "tests": [{"name": "generated", "score": score, "max_score": 8.0,
+                           "message": "dx: right", "table": "", "output": ""}]}
+
+    full, half, none = (nbgrader_plugin.outputs(report(s), 10.0) for s in (8.0, 4.0, 0.0))
+    assert [o["output_type"] for o in full] == ["stream"]
+    assert "8 / 8 points" in full[0]["text"] and "dx: right" in full[0]["text"]
+    assert [o["output_type"] for o in half] == ["stream", "execute_result"]
+    assert half[1]["data"]["text/plain"] == "5.0"          # 4 / 8 of the cell's 10 points
+    assert [o["output_type"] for o in none] == ["stream", "error"]
+    assert none[1]["evalue"] == "softmax-backward: 0 / 8 points"

@@ -10,5 +10,7 @@ fi
 python3 -m venv /opt/glassllm-grader
 /opt/glassllm-grader/bin/python -m pip install --quiet --no-cache-dir \
     --find-links "$src/wheels" -r "$src/requirements.txt" "$src"/wheels/glassllm-*.whl
-# the exercise: readable by root only (the student's code runs as nobody)
+# the exercise, the course's salt and roster: readable by root only (the student's code
+# runs as nobody)
 chmod 600 "$src"/*.toml
+for f in "$src/salt" "$src/roster.csv"; do [ ! -f "$f" ] || chmod 600 "$f"; done

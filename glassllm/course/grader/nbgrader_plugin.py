@@ -121,8 +121,10 @@ def _classes() -> dict[str, type]:
         def preprocess(self, nb: Any, resources: dict) -> tuple[Any, dict]:
             info = resources["nbgrader"]
             where = f"{info['student']}/{info['assignment']}/{info['notebook']}"
-            cells = {_nbgrader(c).get("grade_id"): c for c in nb.cells
-                     if _nbgrader(c).get("grade")}
+            cells: dict[str, list] = {}      # every cell of an id: none left out ungraded
+            for c in nb.cells:
+                if _nbgrader(c).get("grade"):
+                    cells.setdefault(_nbgrader(c).get("grade_id"), []).append(c)
             missing = sorted(set(self.exercises) - set(cells))
             try:
                 if missing:
@@ -138,16 +140,17 @@ def _classes() -> dict[str, type]:
                             exercise, submitted, student=student, fmt="nbgrader",
                             salt_file=self.salt_file, roster=self.roster,
                             practice=self.practice, time_limit=self.time_limit)
-                        cell = cells[grade_id]
-                        cell.outputs = from_dict(outputs(report,
-                                                         float(_nbgrader(cell)["points"])))
+                        for cell in cells[grade_id]:
+                            cell.outputs = from_dict(outputs(report,
+                                                             float(_nbgrader(cell)["points"])))
                         self.log.info("glassllm: %s %s: %s / %s, student %r", where, grade_id,
                                       report["score"], report["max_score"], student)
             except (GradeError, identity.IdentityError) as exc:
                 raise NotGraded(f"glassllm could not grade {where}: {exc}") from None
             if not self.kernel:
-                for grade_id, cell in cells.items():
-                    if grade_id not in self.exercises and cell.get("cell_type") == "code":
+                for cell in (c for i, group in cells.items() if i not in self.exercises
+                             for c in group):
+                    if cell.get("cell_type") == "code":
                         cell.outputs = from_dict([{
                             "output_type": "error", "ename": "NotRun",
                             "evalue": "not run: this assignment is graded outside the kernel"
