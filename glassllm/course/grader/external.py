@@ -1,5 +1,5 @@
 """`glassllm grade` run by another grader's process (otter's plugin, nbgrader's
-preprocessor), never by a cell of the student's kernel (docs/grading.md#otter-grader-and-nbgrader).
+preprocessor), never by a cell of the student's kernel (docs/grading.md#otter-grader).
 
 `grade_outside` starts a fresh interpreter, ``python -I -m glassllm.apps.cli grade``
 (isolated: no user site-packages, no ``PYTHON*`` variable, not the working folder on its
