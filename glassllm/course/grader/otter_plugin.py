@@ -73,6 +73,9 @@ class GlassllmGrade:
         working folder: the kernel starts there), make the course's files 0600, and read
         nothing from otter's log."""
         here = Path.cwd()
+        if here.resolve() != self.submission_path.parent.resolve():
+            raise RuntimeError(f"glassllm's otter plugin: otter's working folder {here} is"
+                               " not the submission's: this otter is not the one it knows")
         keep = {self.submission_path.name, *KEPT}
         for entry in here.iterdir():
             if entry.name in keep and not entry.is_symlink():
