@@ -33,7 +33,7 @@ help:
 	@echo "make load   a class at once: bench/load.py (Locust, about 4 minutes)"
 	@echo "make mutation  mutation testing (mutmut, ~30 min on 2 cores; not part of make test)"
 	@echo "make docker / docker-test / docker-save / lock   the course image (docs/deploy.md)"
-	@echo "make gradescope-autograder [EXERCISE=...]   Gradescope's autograder zip (docs/grading.md)"
+	@echo "make gradescope-autograder SALT_FILE=... ROSTER=... [EXERCISE=...]   Gradescope's autograder zip (docs/grading.md)"
 
 $(VPY):
 	@test -n "$(PYTHON)" || { echo "error: Python >= 3.11 not found on PATH"; exit 1; }
@@ -78,14 +78,21 @@ $(POSTGRES):
 	$(VPY) tools/client_generators.py install
 	touch $@
 
-# otter-grader (PyPI, pinned in tools/otter_grader.py) in .tools/otter: the test that runs
-# the real `otter run` on a notebook graded by `glassllm grade` (docs/grading.md)
+# otter-grader (PyPI, pinned in tools/otter_grader.py) in .tools/otter: the tests that run
+# the real `otter run` with glassllm's otter plugin (docs/grading.md#otter-grader)
 .tools/.stamp-otter: tools/otter_grader.py | $(VPY)
 	$(VPY) tools/otter_grader.py install
 	touch $@
 
+# nbgrader (PyPI, pinned in tools/nbgrader_grader.py) in .tools/nbgrader: the test that runs
+# nbgrader's real autograde with glassllm's preprocessor (docs/grading.md#nbgrader)
+.tools/.stamp-nbgrader: tools/nbgrader_grader.py | $(VPY)
+	$(VPY) tools/nbgrader_grader.py install
+	touch $@
+
 # pytest's summary stays the last line CI reads.
-test: $(VENV)/.stamp-test .tools/.stamp-generators .tools/.stamp-otter | $(CHROMIUM) $(POSTGRES)
+test: $(VENV)/.stamp-test .tools/.stamp-generators .tools/.stamp-otter .tools/.stamp-nbgrader \
+		| $(CHROMIUM) $(POSTGRES)
 	$(VPY) -m pytest -q
 
 lint: $(VENV)/.stamp-test
@@ -138,11 +145,14 @@ docker-test: $(VENV)/.stamp-test
 	sh docker/test.sh $(VPY) $(IMAGE)
 
 # Gradescope's autograder zip for one exercise file (docs/grading.md):
-#   make gradescope-autograder [EXERCISE=course/rmsnorm-backward.toml]
-#   → dist/gradescope-autograder.zip (setup.sh, run_autograder, the exercise, wheels)
+#   make gradescope-autograder SALT_FILE=course-salt ROSTER=students.csv \
+#       [EXERCISE=course/rmsnorm-backward.toml]   (or PRACTICE=1 instead of the two)
+#   → dist/gradescope-autograder.zip (setup.sh, run_autograder, the exercise, the salt,
+#     the roster, wheels)
 EXERCISE ?= examples/softmax-backward.toml
 gradescope-autograder: $(VENV)/.stamp-service
-	sh docker/grader/zip.sh $(VPY) $(EXERCISE)
+	SALT_FILE="$(SALT_FILE)" ROSTER="$(ROSTER)" PRACTICE="$(PRACTICE)" \
+		sh docker/grader/zip.sh $(VPY) $(EXERCISE)
 
 docker-save:
 	sh docker/save.sh $(IMAGE)

@@ -92,7 +92,7 @@ def _grade(exercise: Path, source: str, folder: Path, path: Path | None = None,
         env["PYTHONPATH"] = str(path)
     start = time.perf_counter()
     done = subprocess.run([sys.executable, "-m", "glassllm.apps.cli", "grade", str(exercise),
-                           str(sub), "--format", "prairielearn", "--results", str(out)],
+                           str(sub), "--format", "prairielearn", "--practice", "--results", str(out)],
                           check=True, capture_output=True, env=env, text=True, cwd=folder)
     return time.perf_counter() - start, json.loads(out.read_text()), done.stderr
 

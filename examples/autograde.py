@@ -7,7 +7,7 @@ The exercise is `examples/softmax-backward.toml`: ``softmax_backward(x, g) -> dx
 the student's own numbers and on four edge cases. The same as
 
     glassllm grade examples/softmax-backward.toml SUBMISSION --format gradescope \\
-        --results results.json
+        --practice --results results.json
 
 No server and no network: the submission runs in a limited child process, each case is
 compared per element with glassllm's own gradient to 6 significant digits, and a wrong

@@ -84,6 +84,10 @@ def _run(docker: str, image: str, platform: str, source: str, loop: bool,
             (home / "grade/student/answer.py").write_text(source)
             (home / "grade/data/data.json").write_text(json.dumps({"params": {
                 "student": "ada"}, "variant_seed": 1}))
+            course = home / "grade/serverFilesCourse/glassllm"      # test.sh's zip's twins
+            course.mkdir(parents=True)
+            (course / "salt").write_text("a-smoke-test-course-salt\n")
+            (course / "roster.csv").write_text("student_id,display_name,email\nada,Ada,ada@x\n")
             mounts = ["-v", f"{home / 'grade'}:/grade"]
             out = home / "grade/results/results.json"
         else:

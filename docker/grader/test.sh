@@ -24,7 +24,12 @@ secret=
 echo "grader-test: glassllm-grader-prairielearn FROM $base (the venv of $course)"
 $BUILD -q -f "$here/prairielearn.Dockerfile" --build-arg "BASE=$base" \
     --build-arg "COURSE_IMAGE=$course" -t glassllm-grader-prairielearn "$root" >/dev/null
-sh "$here/zip.sh" "$python"
+# the course's salt and roster of docker/grader/smoke.py's submissions
+course_files=$(mktemp -d)
+trap 'rm -rf "$course_files"' EXIT
+printf 'a-smoke-test-course-salt\n' > "$course_files/salt"
+printf 'student_id,display_name,email\nada,Ada,ada@x\n' > "$course_files/roster.csv"
+SALT_FILE="$course_files/salt" ROSTER="$course_files/roster.csv" sh "$here/zip.sh" "$python"
 echo "grader-test: glassllm-grader-gradescope FROM $base (the zip's setup.sh)"
 # shellcheck disable=SC2086
 retry $BUILD -q -f "$here/gradescope.Dockerfile" --build-arg "BASE=$base" \

@@ -175,7 +175,7 @@ class Settings(StrictSettings):
     a malformed file or an id twice stops startup, naming the file, the field and the rule."""
     course_salt: Annotated[str, Field(min_length=1, max_length=1024)] = DEFAULT_SALT
     """The secret of each student's numbers (HMAC-SHA256 key): the same in every worker,
-    replica, restart and in the offline grader (glassllm grade --salt)."""
+    replica, restart and in the offline grader (glassllm grade --salt-file)."""
     shipped_exercises: bool | None = None
     """The shipped example exercises: 1 served, 0 not; unset: served in practice mode, not
     in course mode (a course serves its own). The lessons are always served."""

@@ -150,7 +150,7 @@ def test_the_command_writes_each_format_and_exits_0_whatever_the_score(tmp_path,
     sub.write_text("def rms_norm_backward(x, weight, g)\n")
     out = tmp_path / "out" / "results.json"
     assert main(["grade", str(RMS), str(sub), "--format", "gradescope", "--results",
-                 str(out), "--student", "ada", "--time-limit", "5"]) == 0
+                 str(out), "--student", "ada", "--time-limit", "5", "--practice"]) == 0
     results = json.loads(out.read_text())
     assert results["score"] == 0 and results["max_score"] == 10.0
     assert len(results["tests"]) == 3 and str(tmp_path) not in out.read_text()
@@ -158,7 +158,7 @@ def test_the_command_writes_each_format_and_exits_0_whatever_the_score(tmp_path,
     bad = tmp_path / "bad.toml"
     bad.write_text("id = 'x'\n")
     assert main(["grade", str(bad), str(sub), "--format", "prairielearn", "--results",
-                 str(out)]) == 2
+                 str(out), "--practice"]) == 2
     results = json.loads(out.read_text())
     assert results["score"] == 0 and "exercise file is not valid" in results["tests"][0]["message"]
     assert str(tmp_path) not in out.read_text()

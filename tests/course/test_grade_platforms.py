@@ -37,6 +37,12 @@ def test_each_platform_layout_is_read_and_its_results_written(tmp_path, platform
             {"users": [{"email": "ada@example.edu", "id": 1, "name": "Ada"}]}))
     tests.mkdir(parents=True, exist_ok=True)
     student.mkdir(parents=True)
+    # the course's salt and roster where the platform's layout keeps them
+    course = tests if platform == "gradescope" else tmp_path / "grade/serverFilesCourse/glassllm"
+    course.mkdir(parents=True, exist_ok=True)
+    (course / "salt").write_text("a-course-salt\n")
+    (course / "roster.csv").write_text("student_id,display_name,email\n"
+                                       "ada,Ada,ada@example.edu\n")
     shutil.copyfile(EXERCISE, tests / "softmax-backward.toml")
     shutil.copyfile(RIGHT, student / "answer.py")
     assert main(["grade", "--platform", platform, "--root", str(tmp_path)]) == 0

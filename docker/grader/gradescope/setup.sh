@@ -11,8 +11,9 @@ python3 -m venv /opt/glassllm-grader
 /opt/glassllm-grader/bin/python -m pip install --quiet --no-cache-dir \
     --find-links "$src/wheels" -r "$src/requirements.txt" "$src"/wheels/glassllm-*.whl
 # the private Python made now (not per submission); the venv, the base's other Python
-# packages, /tmp and /var/tmp closed to all but root; the exercise and the wheels too:
-# the student's code runs as a user of its own (docs/grading.md)
+# packages, /tmp and /var/tmp closed to all but root; the exercise, the course's salt and
+# roster and the wheels too: the student's code runs as a user of its own (docs/grading.md)
 sh "$src/lock_image.sh" /opt/glassllm-grader
 chmod 600 "$src"/*.toml
+for f in "$src/salt" "$src/roster.csv"; do [ ! -f "$f" ] || chmod 600 "$f"; done
 chmod 700 "$src"

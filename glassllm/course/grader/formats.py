@@ -9,7 +9,8 @@
   ``message``, ``output``, ``tests`` of ``name``, ``points``, ``max_points``,
   ``message``, ``output``, ``images`` (``{label, url}``, a ``data:image/png;base64``
   URL): under 1 MB in all (images then outputs give way first);
-- ``json``: glassllm's own, every verdict as the sandbox's check gives it;
+- ``json``: glassllm's own, every verdict as the sandbox's check gives it (``otter`` and
+  ``nbgrader``: the same, read by their plugins);
 - ``text``: a readable report.
 """
 
@@ -115,8 +116,10 @@ def text(report: Report) -> str:
     return "\n".join(out)
 
 
+# otter and nbgrader: glassllm's own JSON, read by their plugins (otter_plugin,
+# nbgrader_plugin); named apart so that the practice salt is refused for them too
 FORMATS = {"gradescope": gradescope, "prairielearn": prairielearn, "json": plain_json,
-           "text": text}
+           "text": text, "otter": plain_json, "nbgrader": plain_json}
 
 
 def render(report: Report, fmt: str) -> str:
