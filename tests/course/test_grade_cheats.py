@@ -483,6 +483,18 @@ def test_a_platforms_folder_is_closed_before_the_students_code_runs(tmp_path, pl
     shutil.copyfile(ROOT / "examples" / "softmax-backward.toml", tests / "ex.toml")
     (tests / "ex.toml").chmod(0o644)
     shutil.copyfile(ROOT / "examples" / "student_softmax.py", student / "answer.py")
+    # who the student is, the course's salt and roster, where each platform keeps them
+    if platform == "prairielearn":
+        (top / "data").mkdir()
+        (top / "data" / "data.json").write_text(json.dumps({"params": {"student": "ada"}}))
+        course = top / "serverFilesCourse" / "glassllm"
+        course.mkdir(parents=True)
+    else:
+        (top / "submission_metadata.json").write_text(json.dumps(
+            {"users": [{"email": "ada@example.edu", "id": 1, "name": "Ada"}]}))
+        course = tests
+    (course / "salt").write_text("a-course-salt\n")
+    (course / "roster.csv").write_text("student_id,email\nada,ada@example.edu\n")
     assert main(["grade", "--platform", platform, "--root", str(tmp_path)]) == 0
     assert top.stat().st_mode & 0o777 == 0o700
     assert (tests / "ex.toml").stat().st_mode & 0o777 == 0o600

@@ -180,8 +180,8 @@ def test_without_root_the_log_not_the_results_says_which_protections_were_off(
         report = grade(tmp_path, RIGHT)
         sub = tmp_path / "right.py"
         sub.write_text(RIGHT)
-        assert main(["grade", str(RMS), str(sub), "--format", "gradescope", "--results",
-                     str(tmp_path / "results.json"), "--time-limit", "10"]) == 0
+        assert main(["grade", str(RMS), str(sub), "--format", "gradescope", "--practice",
+                     "--results", str(tmp_path / "results.json"), "--time-limit", "10"]) == 0
     finally:
         runner.isolation.cache_clear()
     assert report.score == 10.0
@@ -305,7 +305,8 @@ def test_a_grader_whose_student_python_cannot_start_writes_not_graded(tmp_path):
     for fmt in ("gradescope", "prairielearn"):
         out = tmp_path / f"{fmt}.json"
         done = subprocess.run([sys.executable, "-m", "glassllm.apps.cli", "grade", str(RMS),
-                               str(sub), "--format", fmt, "--results", str(out)],
+                               str(sub), "--format", fmt, "--practice", "--results",
+                               str(out)],
                               env={**os.environ, jail.CACHE_ENV: str(cache)},
                               capture_output=True, text=True, timeout=120)
         assert done.returncode == 3, done.stderr
