@@ -92,9 +92,11 @@ def main() -> None:
               f" {time.perf_counter() - t0:.1f} s", flush=True)
         answered: dict[str, int] = {}
         for _ in range(REQUESTS):
-            r = httpx.post(f"{url}/api/v1/ops/softmax_np", headers=student,
-                           json={"inputs": {"x": [[1000.0, 1000.0]]}}, timeout=10)
-            assert r.status_code == 200 and r.json()["value"] == [[0.5, 0.5]], r.text[:200]
+            # an op no shipped exercise hides (attention-scale hides softmax's numbers,
+            # and with them every op that runs softmax)
+            r = httpx.post(f"{url}/api/v1/ops/exp", headers=student,
+                           json={"inputs": {"a": [[0.0, 0.0]]}}, timeout=10)
+            assert r.status_code == 200 and r.json()["value"] == [[1.0, 1.0]], r.text[:200]
             upstream = r.headers.get("x-upstream")
             assert upstream, f"no X-Upstream header: {dict(r.headers)}"
             answered[upstream] = answered.get(upstream, 0) + 1
