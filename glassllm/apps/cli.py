@@ -460,6 +460,13 @@ def _check_exercises(paths: list[str]) -> int:
         print(f"ok: {file}: {exercise.id} version {exercise.version}"
               f" ({exercise.answer.kind}, {len(exercise.hints)} hints, hides"
               f" {', '.join(sorted(exercise.hide)) or 'nothing'})")
+        if exercise.answer.kind == "function" and "expected" not in exercise.hide:
+            # the sandbox grades the function's own case as arrays; revealed, they are
+            # what the offline grader checks on the student's numbers
+            print(f"warning: {file}: a function exercise that does not hide \"expected\":"
+                  " the sandbox's reveal hands a student the arrays the grader checks on"
+                  " their numbers; add \"expected\" to hide (docs/integrity.md)",
+                  file=sys.stderr)
     print(f"{len(files) - bad} of {len(files)} exercise files are well-formed")
     if files and not bad:
         # the record remembers each (id, version)'s case; a file alone cannot tell

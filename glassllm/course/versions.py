@@ -17,6 +17,7 @@ a new ``version`` (new numbers for everyone, on purpose) or undoing the change.
 
 from __future__ import annotations
 
+import ast
 import hashlib
 import json
 from dataclasses import dataclass
@@ -57,6 +58,15 @@ def _array(value: Any) -> str:
     return f"{a.dtype.str}{list(a.shape)}:{hashlib.sha256(a.tobytes()).hexdigest()}"
 
 
+def _expression(text: str) -> str:
+    """An expression by its syntax tree (read by `ast`, never run): spaces, line breaks
+    and redundant parentheses change no number, so they change no definition."""
+    try:
+        return ast.dump(ast.parse(text.strip(), mode="eval"))
+    except SyntaxError:                  # the loader refuses it first; kept as written
+        return text
+
+
 def _variable(out: dict, prefix: str, variable: Any) -> None:
     if not variable.generated:
         out[f"{prefix}.value"] = _array(variable.value)
@@ -77,7 +87,7 @@ def of_exercise(exercise: Any) -> Definition:
     if exercise.op is not None:
         raw["case.op"] = exercise.op
     else:
-        raw["case.expression"] = exercise.expression
+        raw["case.expression"] = _expression(exercise.expression)
     raw["case.variables"] = [v.name for v in exercise.variables]
     for v in exercise.variables:
         _variable(raw, f"case.variables.{v.name}", v)
@@ -103,7 +113,7 @@ def of_exercise(exercise: Any) -> Definition:
 def of_mystery(mystery: Any) -> Definition:
     """The definition of a `glassllm.course.zoo.mystery.Mystery`: its case and its pool
     of bugs in order (a student's bug is the pool's entry at their seed)."""
-    raw = {"case.expression": mystery.expression,
+    raw = {"case.expression": _expression(mystery.expression),
            "case.variables": mystery.variables,
            "bugs": list(mystery.bugs)}
     return Definition("mystery", mystery.id, int(mystery.version), mystery.file,

@@ -158,10 +158,14 @@ class CourseState:
         return "pattern" if self.graded else "digits+pattern"
 
     def exercise(self, exercise_id: str, instructor: bool = False) -> Exercise:
-        """The exercise of that id (404 naming close ones a student may see); in course
-        mode 403 before it opens, but to an `instructor` (who may try it first)."""
+        """The exercise of that id (404 naming close ones a student may see). In course
+        mode an exercise before it opens is, to anyone but an `instructor` (who may try
+        it first), the same 404 as an id no exercise has: its id and time are the
+        course's to announce, so a guessed id tells nothing."""
         found = self.catalogue.get(exercise_id)
-        if found is None:
+        unopened = found is not None and self.course and not instructor \
+            and found.opens is not None and self.now() < found.opens
+        if found is None or unopened:
             shown = self.catalogue if instructor else self.catalogue.listed(self.now(),
                                                                            self.course)
             close = difflib.get_close_matches(exercise_id, [ex.id for ex in shown], 3)
@@ -169,10 +173,6 @@ class CourseState:
             raise ApiError(404, "unknown_exercise", f"there is no exercise"
                            f" {echo_name(exercise_id, 64)!r}{hint} Every exercise:"
                            " GET /api/v1/exercises", input="id")
-        if self.course and not instructor and found.opens is not None \
-                and self.now() < found.opens:
-            raise ApiError(403, "exercise_not_open", f"exercise {found.id!r} opens at"
-                           f" {found.opens.isoformat()}", input="id")
         return found
 
     def student(self, header: str | None, query: str | None, given: Any = None, *,

@@ -102,6 +102,18 @@ def test_glassllm_exercises_check_reads_them_all(capsys, tmp_path):
     assert f"error: {bad}: digits: must be from 1 to 15, not 0" in capsys.readouterr().err
 
 
+def test_a_function_exercise_that_reveals_its_arrays_is_warned_of(capsys, tmp_path):
+    """The sandbox grades a function exercise's own case as arrays; unless it hides
+    `expected`, reveal hands a student what the offline grader checks (the shipped one
+    hides it: no warning)."""
+    open_file = write(tmp_path, FUNCTION, "fn.toml")        # it hides nothing
+    assert main(["exercises", "check", str(open_file)]) == 0
+    err = capsys.readouterr().err
+    assert f"warning: {open_file}: a function exercise that does not hide \"expected\"" in err
+    assert main(["exercises", "check"]) == 0
+    assert "warning" not in capsys.readouterr().err
+
+
 def test_a_well_formed_file_reads_as_written(tmp_path):
     ex = load(write(tmp_path, BASE))
     assert (ex.id, ex.digits, ex.feedback, ex.hints) == ("ce-logits", 4, None,

@@ -163,6 +163,13 @@ def test_the_command_writes_each_format_and_exits_0_whatever_the_score(tmp_path,
     assert results["score"] == 0 and "exercise file is not valid" in results["tests"][0]["message"]
     assert str(tmp_path) not in out.read_text()
     assert "bad.toml" in capsys.readouterr().err
+    # to stdout too, the instructor's log (stderr) ends with who was graded, with what
+    assert main(["grade", str(RMS), str(sub), "--format", "text", "--student", "ada",
+                 "--time-limit", "5"]) == 0
+    captured = capsys.readouterr()
+    assert "0 / 10" in captured.out, captured.out
+    assert captured.err.splitlines()[-1] == ("rmsnorm-backward: 0 / 10 points (0 of 3 tests"
+                                             " right); student 'ada', salt: the practice salt")
 
 
 def test_without_root_the_log_not_the_results_says_which_protections_were_off(

@@ -57,8 +57,11 @@ def test_fold_trims_normalises_and_case_folds():
 @pytest.mark.parametrize("rows, named", [
     ("student_id\nAda\nbob\n ada \n", ["line 2", "'Ada'", "line 4", "' ada '"]),
     ("student_id\nJos\u00e9\nJOSE\u0301\n", ["line 2", "line 3"]),
-    ("student_id,email\nada,a@x.edu\nbob,A@X.edu\n", ["line 2", "line 3", "email"]),
-    ("student_id,email\nada,bob@x.edu\nBob@X.edu,\n", ["line 2", "line 3"]),
+    # each row as it was written: an email row's own email, never the id it maps to
+    ("student_id,email\nada,a@x.edu\nbob,A@X.edu\n",
+     ["line 2 (email 'a@x.edu')", "line 3 (email 'A@X.edu')"]),
+    ("student_id,email\nada,bob@x.edu\nBob@X.edu,\n",
+     ["line 2 (email 'bob@x.edu')", "line 3 (id 'Bob@X.edu')"]),
     ("student,display_name,total\nada,Ada,3\nADA,Ada again,1\n", ["line 2", "line 3"]),
 ])
 def test_a_roster_holding_two_ids_that_fold_alike_is_refused_naming_both(tmp_path, rows,

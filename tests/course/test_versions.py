@@ -51,6 +51,8 @@ def _load(tmp_path, text, name="ex.toml"):
     ("points = 4", 'points = 4\nopens = 2027-01-10T09:00:00Z\nhide = ["rule"]'),
     ("std = 1.0", "std = 1"),                 # the same number, written otherwise
     ("std = 1.0", ""),                        # the default, left out
+    ("cross_entropy(logits, targets) * scale",  # spaces and parentheses: the same tree
+     "(cross_entropy(logits,targets))  *  scale"),
 ])
 def test_what_feeds_no_number_is_not_in_the_definition(tmp_path, old, new):
     base, edited = _load(tmp_path, BASE), _load(tmp_path, BASE.replace(old, new), "b.toml")

@@ -95,6 +95,23 @@ def test_a_rotated_secret_keeps_old_tokens_until_it_is_dropped():
         Keyring("course", {"k2": "n" * 40}).verify(old)           # dropped: refused
 
 
+def test_a_token_has_one_spelling_padding_or_spare_bits_are_refused():
+    """base64 decodes a signature padded with ``=``, or whose last character's spare bits
+    differ, to the same bytes; only the canonical unpadded spelling is the token."""
+    import base64
+    token = keyring().issue("ada", days=1)
+    head, sig = token.rsplit(".", 1)
+    assert keyring().verify(token).sub == "ada"
+    alphabet = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_"
+    spare = [c for c in alphabet if c != sig[-1] and base64.urlsafe_b64decode(
+        sig[:-1] + c + "=") == base64.urlsafe_b64decode(sig + "=")]
+    assert spare                                   # 32 bytes in 43 characters: 2 spare bits
+    for other in (f"{sig}=", f"{sig}==", sig[:-1] + spare[0]):
+        with pytest.raises(TokenError) as err:
+            keyring().verify(f"{head}.{other}")
+        assert err.value.reason == "invalid"
+
+
 def test_a_bad_secret_setting_is_named_with_its_value_hidden():
     with pytest.raises(SettingsError) as err:
         Settings(mode="course", course_secrets="k1=tooshort-but-secret")
@@ -110,6 +127,39 @@ def test_the_roster_command_names_a_bad_row(tmp_path):
                        capture_output=True, text=True, timeout=60)
     assert r.returncode != 0 and "students.csv:4: student id 'ada' is listed twice" in r.stderr
     assert r.stdout == ""
+
+
+def test_ids_that_fold_alike_or_break_the_rule_are_never_enrolled(tmp_path, monkeypatch,
+                                                                   capsys):
+    """The record enrols no id the offline grader could not tell from another (trimmed,
+    NFC, case-folded: docs/grading.md) and no id a token cannot carry: a roster's two
+    rows are named, an enrolled spelling is named, and nothing is written first (a
+    student named "Points Possible" would be read as the gradebook's points row)."""
+    from glassllm_service.record.setup import open_record
+    from glassllm_service.sandbox_cli import main
+    for key, value in environment(tmp_path).items():
+        monkeypatch.setenv(key, value)
+    roster = tmp_path / "students.csv"
+    roster.write_text("student_id,display_name\nzed,Zed\nbob,Bob\nZED,Again\n")
+    with pytest.raises(SystemExit) as stop:
+        main(["roster", str(roster)])
+    assert "line 2 ('zed') and line 4 ('ZED') are the same once trimmed" in str(stop.value)
+    for bad in ("Points Possible", "a/b", ".x", ""):
+        with pytest.raises(SystemExit) as stop:
+            main(["token", bad])
+        assert "1 to 128 letters" in str(stop.value)
+    main(["token", "zed"])
+    capsys.readouterr()
+    for spelling in ("Zed", "ZED"):
+        with pytest.raises(SystemExit) as stop:
+            main(["token", spelling])
+        assert f"{spelling!r} and the enrolled 'zed' are the same" in str(stop.value)
+    roster.write_text("student_id\nbob\nZed\n")
+    with pytest.raises(SystemExit):
+        main(["roster", str(roster)])
+    record = open_record(Settings())
+    assert [s.student for s in record.students()] == ["zed"]     # nothing else written
+    record.close()
 
 
 def test_revoke_and_forget_from_the_command_line(tmp_path, monkeypatch, capsys):

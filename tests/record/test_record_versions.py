@@ -319,7 +319,7 @@ def test_an_exercise_not_open_yet_is_not_listed_to_a_student(tmp_path, monkeypat
     assert seen["ce-two"]["open"] is False and seen["ce-two"]["opens"] == \
         soon.isoformat().replace("+00:00", "Z")
     r = client.get("/api/v1/exercises/ce-two", headers=bearer(ada))
-    assert r.status_code == 403 and r.json()["error"]["code"] == "exercise_not_open"
+    assert r.status_code == 404 and r.json()["error"]["code"] == "unknown_exercise"
     near = client.get("/api/v1/exercises/ce-tw", headers=bearer(ada)).json()["error"]
     assert near["code"] == "unknown_exercise" and "ce-two" not in near["message"]
     assert "ce-two" in client.get("/api/v1/exercises/ce-tw",

@@ -228,10 +228,16 @@ def test_a_graded_session_defaults_to_pattern_feedback(tmp_path):
 def test_not_open_yet_and_closed(tmp_path):
     now = dt.datetime.now(dt.UTC).replace(microsecond=0)
     soon = course(tmp_path / "a", opens=now + dt.timedelta(days=1))
-    r = soon.get("/api/v1/exercises/course-ce?student=ada")
-    assert r.status_code == 403 and r.json()["error"]["code"] == "exercise_not_open"
-    r = soon.post("/api/v1/exercises/course-ce/hints?student=ada")
-    assert r.status_code == 403 and r.json()["error"]["code"] == "exercise_not_open"
+    # before it opens, an exercise is to a student what an id no exercise has is: the
+    # same 404, word for word, so a guessed id tells nothing
+    nothing = soon.get("/api/v1/exercises/no-such-exercise?student=ada").json()["error"]
+    for r in (soon.get("/api/v1/exercises/course-ce?student=ada"),
+              soon.post("/api/v1/exercises/course-ce/hints?student=ada"),
+              soon.post("/api/v1/exercises/course-ce/submit?student=ada", json={})):
+        assert r.status_code == 404 and r.json()["error"]["code"] == "unknown_exercise"
+        assert r.json()["error"]["message"] == nothing["message"].replace(
+            "no-such-exercise", "course-ce")
+        assert "opens" not in r.text
     listed = [e["id"] for e in soon.get("/api/v1/exercises").json()["exercises"]]
     assert "course-ce" not in listed and listed      # not listed before it opens
     late = course(tmp_path / "b", opens=now - dt.timedelta(days=2),

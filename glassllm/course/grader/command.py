@@ -197,7 +197,6 @@ def _grade(args: argparse.Namespace, found: dict | None) -> int:
     _emit(formats.render(report, args.format), args.results)
     if report.protections_off:
         print(formats.protections_log(report), file=sys.stderr)
-    if args.results is not None:
-        print(f"{report.summary()}; student {student!r}, salt: {salt.source}",
-              file=sys.stderr)
+    # the instructor's log, whether the results go to a file or to stdout
+    print(f"{report.summary()}; student {student!r}, salt: {salt.source}", file=sys.stderr)
     return 0

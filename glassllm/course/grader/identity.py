@@ -28,6 +28,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from glassllm.course.student_ids import fold
+
 __all__ = ["IdentityError", "Roster", "fold", "gradescope", "load_roster", "prairielearn",
            "resolve"]
 
@@ -40,15 +42,6 @@ class IdentityError(ValueError):
     students at once, no identity at all), or a roster that is ambiguous."""
 
 
-def fold(text: str) -> str:
-    """`text` trimmed, NFC-normalised and case-folded (NFC again after the fold).
-
-    >>> fold("  Ada.Lovelace@Example.EDU ") == fold("ada.lovelace@example.edu")
-    True
-    >>> fold("Stra\\u00dfe") == fold("STRASSE"), fold("e\\u0301") == fold("\\u00e9")
-    (True, True)
-    """
-    return unicodedata.normalize("NFC", unicodedata.normalize("NFC", text.strip()).casefold())
 
 
 @dataclass
@@ -59,6 +52,7 @@ class Roster:
     name: str
     ids: dict[str, tuple[str, str]] = field(default_factory=dict)
     emails: dict[str, tuple[str, str]] = field(default_factory=dict)
+    spelled: dict[str, str] = field(default_factory=dict)      # folded email -> as written
 
     def __len__(self) -> int:
         return len(self.ids)
@@ -72,15 +66,23 @@ class Roster:
                                 f" {MAX_ID_CHARS} characters")
         for table, what in ((self.ids, "id"), (self.emails, "email")):
             if key in table:
-                raise IdentityError(_alike(self.name, table[key], (student, row), what, "id"))
+                raise IdentityError(_alike(self.name, self._as_written(table, key, what),
+                                           (student, row), what, "id"))
         self.ids[key] = (unicodedata.normalize("NFC", student.strip()), row)
         if email and email.strip():
             mail = fold(email)
             for table, what in ((self.ids, "id"), (self.emails, "email")):
                 if mail in table and table[mail][0] != self.ids[key][0]:
-                    raise IdentityError(_alike(self.name, table[mail], (email, row), what,
-                                               "email"))
+                    raise IdentityError(_alike(self.name, self._as_written(table, mail, what),
+                                               (email.strip(), row), what, "email"))
             self.emails[mail] = (self.ids[key][0], row)
+            self.spelled[mail] = email.strip()
+
+    def _as_written(self, table: dict, key: str, what: str) -> tuple[str, str]:
+        """(the id or email as its row wrote it, the row): an email row's own spelling,
+        never the id it maps to."""
+        found, row = table[key]
+        return (self.spelled.get(key, found), row) if what == "email" else (found, row)
 
     def find(self, value: str) -> tuple[str, str] | None:
         """(the roster's id, its row) of `value` folded, among ids then emails."""

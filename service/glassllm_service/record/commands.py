@@ -25,6 +25,8 @@ import datetime as dt
 import secrets
 import sys
 
+from glassllm.course.student_ids import fold
+
 COMMANDS = ("roster", "token", "revoke", "forget", "export", "migrate", "check", "prune",
             "secret")
 
@@ -68,20 +70,45 @@ def read_roster(path: str) -> list[tuple[str, str | None]]:
     name_col = next((h for h in ("display_name", "name") if h in fields), None)
     if id_col is None:
         raise _fail(f"{path}: the header must name a student_id column (and display_name)")
-    out, seen = [], set()
+    out, seen = [], {}
     for line, row in enumerate(rows, start=2):
         row = {(k or "").strip().lower(): (v or "").strip() for k, v in row.items()}
         sid, name = row.get(id_col, ""), row.get(name_col or "", "") or None
         if not SUB.fullmatch(sid):
-            raise _fail(f"{path}:{line}: student id {sid[:40]!r}: 1 to 128 letters, digits"
-                        " and . _ @ + -, starting with a letter or digit")
-        if sid in seen:
+            raise _fail(f"{path}:{line}: student id {sid[:40]!r}: {ID_RULE}")
+        if sid in {s for s, _ in seen.values()}:
             raise _fail(f"{path}:{line}: student id {sid!r} is listed twice")
+        if fold(sid) in seen:
+            first, at = seen[fold(sid)]
+            raise _fail(f"{path}: line {at} ({first!r}) and line {line} ({sid!r}) {ALIKE}")
         if name is not None and (problem := name_problem(name)):
             raise _fail(f"{path}:{line}: the display name {problem}")
-        seen.add(sid)
+        seen[fold(sid)] = (sid, line)
         out.append((sid, name))
     return out
+
+
+ID_RULE = "1 to 128 letters, digits and . _ @ + -, starting with a letter or digit"
+ALIKE = ("are the same once trimmed, NFC-normalised and case-folded: the offline grader"
+         " could not tell the two students apart (docs/grading.md); keep one spelling")
+
+
+def _checked_id(student: str) -> str:
+    """`student` if it can be a student id, else a stop naming the rule (before anything
+    is written: a bad id must not be enrolled)."""
+    from glassllm_service.record.tokens import SUB
+    if not SUB.fullmatch(student):
+        raise _fail(f"student id {student[:40]!r}: {ID_RULE}")
+    return student
+
+
+def _no_alike(record, rows: list[tuple[str, str | None]]) -> None:
+    """A stop when a row's id folds like an enrolled student's other spelling."""
+    enrolled = {fold(s.student): s.student for s in record.students()}
+    for sid, _ in rows:
+        other = enrolled.get(fold(sid))
+        if other is not None and other != sid:
+            raise _fail(f"student id {sid!r} and the enrolled {other!r} {ALIKE}")
 
 
 def name_problem(name: str) -> str | None:
@@ -176,9 +203,11 @@ def main(argv: list[str]) -> None:
         _export(record, settings, args.json)
     elif args.command == "roster":
         keyring, rows = _keyring(settings), read_roster(args.csv)
+        _no_alike(record, rows)
         _print_tokens(keyring, settings, rows, record.enrol(rows))
     elif args.command == "token":
         keyring = _keyring(settings)
+        _checked_id(args.student)
         if args.name is not None and (problem := name_problem(args.name)):
             raise _fail(f"--name: the display name {problem}")
         if args.instructor:
@@ -186,6 +215,7 @@ def main(argv: list[str]) -> None:
             gens, name = {args.student: record.generation(args.student)}, args.name
         else:
             before = record.student(args.student)
+            _no_alike(record, [(args.student, args.name)])
             if before is None:
                 print(f"# {args.student}: not enrolled before; enrolled now", file=sys.stderr)
             gens = record.enrol([(args.student, args.name)])

@@ -145,6 +145,10 @@ class Keyring:
             given = _unb64(signature)
         except (binascii.Error, ValueError):
             given = b""
+        # one spelling per token: base64 would also take the signature padded or with
+        # other trailing bits, so only the canonical, unpadded form is accepted
+        if _b64(given) != signature:
+            given = b""
         if not hmac.compare_digest(expected, given) or secret is None:
             raise TokenError("invalid", "the token's signature does not match this course's"
                              " secrets (another course's token, or an altered one)")

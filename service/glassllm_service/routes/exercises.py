@@ -21,9 +21,6 @@ JSON = "application/json"
 
 
 @router.get("", response_model=exercise_schemas.ExerciseList,
-            responses=schemas.error_responses(401, 503, why={
-                401: "an instructor's token that is revoked (a student's is not read here)",
-                503: schemas.RECORD_DOWN}),
             summary="Every exercise: id, title, points, when it opens and closes, open now?"
                     " (course mode: none before it opens, but to an instructor)")
 async def list_exercises(request: Request) -> Response:
@@ -45,8 +42,10 @@ async def signed_instructor(request: Request) -> bool:
 @router.get("/{exercise_id}", response_model=exercise_schemas.ExerciseView,
             responses=schemas.error_responses(403, 404, 422, 503, why={
                 503: schemas.WHY[503] + "; or " + schemas.RECORD_DOWN,
-                403: "course mode: the exercise has not opened yet (`exercise_not_open`)",
-                404: "no exercise of that id (`unknown_exercise`)",
+                403: "another student's numbers (`not_your_record`); in a graded session,"
+                     " a lesson or `reveal` (`off_in_graded_session`)",
+                404: "no exercise of that id, or (course mode, to a student) one not open"
+                     " yet (`unknown_exercise`)",
                 422: "a malformed or missing student id"}),
             summary="One exercise for a student: the text, their own numbers, what to give")
 async def get_exercise(exercise_id: str, request: Request, student: StudentQuery = None,
