@@ -5,7 +5,10 @@ Whoever is not a signed-in instructor — a student's token, the shared token, n
 reaches only what an exam needs, listed below as `ON` (a list of what is on, not of what
 is off: a route added later is off until it is listed here):
 
-- the page and its own files (``/``, ``/static/...``), the health probes and metrics;
+- the page and its own files (``/``, ``/static/...``) but those that state a backward
+  rule (`RULES`: ``static/js/rule.js`` takes cross_entropy's apart, p − one-hot over N;
+  the page loads it only when a backward step is shown, which a student cannot reach in
+  a graded session), the health probes and metrics;
 - the sign-in (``/api/v1/session``);
 - the exercises: the list, one exercise, its submission and its hints; and the
   student's own record (``/api/v1/record/...``, whose gradebook answers instructors only);
@@ -40,13 +43,15 @@ STUDENTS = ("A graded session (GLASSLLM_GRADED_SESSION=1): a student reaches the
             " (the list, one exercise with their own numbers, its submission and hints),"
             " the sign-in, their own attempts and the health probes; every other route"
             " answers 403 off_in_graded_session.")
+# the page's files that state a backward rule: off to students like the rest of the rules
+RULES = frozenset({"/static/js/rule.js"})
 METHODS = ("get", "head", "post", "put", "delete", "patch", "options", "trace")
 DOCUMENT = "/openapi.json"
 
 
 def is_on(path: str) -> bool:
     """True for a path a student reaches during a graded session."""
-    return ON.fullmatch(path) is not None
+    return ON.fullmatch(path) is not None and path not in RULES
 
 
 def refusal(path: str) -> ApiError:

@@ -52,6 +52,8 @@ def test_a_lesson_runs_as_shipped_and_its_steps_show_no_hidden_rule(pg):
         steps += 1
         label = pg.inner_text("#step-label")
         labels.append(label)
+        # the rule's module is loaded when a step is shown: read the step once it has
+        pg.wait_for_function("() => !document.querySelector('#node-detail .rule-slot')")
         detail = pg.inner_text("#node-detail")
         assert not [t for t in RULE if t in detail], (label, detail)
         if "cross_entropy" in label:

@@ -182,6 +182,32 @@ def test_the_students_openapi_document_offers_only_what_they_reach(graded):
     assert prof.headers["cache-control"] == "no-store"
 
 
+def test_no_page_file_a_student_fetches_states_a_rule(graded):
+    """The page's own files are on in a graded session; those that state a backward rule
+    (rule.js: cross_entropy's p − one-hot over N, term by term) are not. Every other file
+    under static/ holds no op's rule as the registry writes it and no worked rule."""
+    ada, prof = keyring().issue("ada", days=1), keyring().issue("prof", "instructor", days=1)
+    rules = {r for op in registry.OPS.values() for r in op.vjp.values() if len(r) >= 8}
+    fetched = 0
+    for file in sorted((ROOT / "static").rglob("*")):
+        if not file.is_file():
+            continue
+        path = "/" + file.relative_to(ROOT).as_posix()
+        r = graded.get(path, headers=bearer(ada))
+        if is_off(r):
+            assert "one-hot" in file.read_text(encoding="utf-8"), path     # off for a reason
+            assert graded.get(path, headers=bearer(prof)).status_code == 200
+            continue
+        assert r.status_code == 200, path
+        fetched += 1
+        text = r.content.decode("utf-8", errors="replace")
+        assert not [rule for rule in rules if rule in text], path
+        assert "one-hot" not in text and "p − one" not in text, path
+    assert is_off(graded.get("/static/js/rule.js", headers=bearer(ada)))
+    assert is_off(graded.get("/static/js/rule.js"))                 # nor without a token
+    assert fetched > 30
+
+
 def test_lessons_are_off_for_students_on_the_exercise_routes(graded):
     """A lesson's fixed case with its checked answers would be an oracle for the rule the
     exam asks (rms-norm's gradient on fixed numbers): off, listed nowhere."""

@@ -210,3 +210,39 @@ def test_a_graded_session_in_practice_mode_is_refused_at_startup():
         Settings(graded_session=True)
     assert "GLASSLLM_GRADED_SESSION=1" in str(info.value) and "GLASSLLM_MODE=course" in str(
         info.value)
+
+
+# the grouped attention core's backward as docs/performance.md writes it (its section's
+# paragraphs name no op as code: the heading "The attention's core" does)
+ATTENTION_BACKWARD = ("ds·k/√dk", "dsᵀ·qg/√dk", "ds = p * (dp − Σ_j dp·p)",
+                      "1/√dk folded into its table")
+
+
+@pytest.mark.parametrize("op", ["attention", "softmax"])
+def test_a_section_whose_heading_names_a_hidden_op_loses_its_gradient_prose(tmp_path, op):
+    """Hiding softmax's rule hides attention's (attention runs softmax): the performance
+    page's sections on the attention core keep their forward prose, not their backward."""
+    folder = tmp_path / op
+    folder.mkdir()
+    (folder / "h.toml").write_text(f'''id = "h"
+title = "The backward of {op}"
+text = "Derive it."
+hide = ["rule"]
+hide_ops = ["{op}"]
+[case]
+expression = "softmax(x)"
+[case.variables.x]
+shape = [2, 3]
+distribution = "normal"
+[answer]
+kind = "grads"
+grads = ["x"]
+''', encoding="utf-8")
+    (tmp_path / "none").mkdir()
+    whole = app(tmp_path / "none").get("/docs/contract/performance").text
+    page = app(folder).get("/docs/contract/performance").text
+    for text in ATTENTION_BACKWARD:
+        assert text in whole, text           # the page without hiding says it
+        assert text not in page, text
+    assert "not shown while exercise h is open" in page
+    assert "are stacked into one" in page            # the forward prose stays

@@ -205,6 +205,18 @@ def _mention(op: str) -> re.Pattern:
     return re.compile(rf"{code}|(?<![\w-]){prose}(?![\w-])", re.IGNORECASE)
 
 
+# a section's heading (## and deeper: the page's title names the page, not a section)
+HEADING = re.compile(r"^#{2,6}\s")
+
+
+def _heading_mention(op: str) -> re.Pattern:
+    """`op` named in a heading, where a plain word is the op's name too ("The attention's
+    core", "## `glassllm.fast.fused.attention`"): what the section under it says of a
+    gradient speaks of that op's rule, whether or not its paragraphs name the op again."""
+    prose = r"[_\- ]?".join(re.escape(part) for part in op.split("_"))
+    return re.compile(rf"(?<![\w-]){prose}(?![\w-])", re.IGNORECASE)
+
+
 def _units(text: str) -> list[tuple[str, str]]:
     """`text` cut into what a hidden rule can take out whole: (kind, text) for each
     heading, fenced code block, list item, table row and paragraph, and the blank lines
@@ -250,6 +262,8 @@ def without_rules(text: str, rules: dict[str, tuple[str, ...]]) -> str:
       gradient (backward, gradient, grad, ∂, Jacobian, scatter-add, ...);
     - the clause items of such an op and of its examples (L3.2, "the backward
       scatter-adds") that speak of a gradient, whether they name it or not;
+    - under a heading that names such an op (plain words included: "The attention's
+      core"), every unit that speaks of a gradient, whether it names the op or not;
     - the op's rule wherever it is quoted as the registry writes it (its ``vjp`` text).
     """
     if not rules:
@@ -275,12 +289,16 @@ def without_rules(text: str, rules: dict[str, tuple[str, ...]]) -> str:
         for clause in {spec.clause, *(e.clause for e in spec.examples)} if spec else ():
             if clause:
                 clauses.setdefault(clause, []).append(op)
+    headed = {op: _heading_mention(op) for op in rules}
     out = []
+    under: list[str] = []       # the hidden ops the heading over this unit names
     for kind, unit in _units(text):
+        if kind == "keep" and HEADING.match(unit):
+            under = [op for op, pattern in headed.items() if pattern.search(unit)]
         if kind == "keep" or not GRADIENT_WORDS.search(unit):
             out.append(unit)
             continue
-        ops = [op for op, pattern in mentions.items() if pattern.search(unit)]
+        ops = sorted({*under, *(op for op, pattern in mentions.items() if pattern.search(unit))})
         item = LIST_ITEM.match(unit) if kind == "item" else None
         if item and item.group(3) in clauses:
             ops = sorted({*ops, *clauses[item.group(3)]})
