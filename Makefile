@@ -5,6 +5,9 @@
 #   make test   create/update .venv with the test extras, install Debian's Chromium when
 #               missing, run the whole suite
 #   make lint / doctest   ruff; every docstring example of both packages (CI runs both)
+#   make lint-js          ESLint on the page's modules (npm ci: package.json's pins)
+#   make commits          every commit after .ci/commit-base: a subject of at most 72
+#                         characters, the why in its body
 #   make docker / docker-test / docker-save / lock   the course image, below
 
 SHELL := /bin/bash
@@ -22,12 +25,14 @@ WORKERS ?= 1
 CHROMIUM := /usr/bin/chromium
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 
-.PHONY: help run test lint doctest bench load mutation clean
+.PHONY: help run test lint lint-js commits doctest bench load mutation clean
 
 help:
 	@echo "make run    start the gradient sandbox at http://$(HOST):$(PORT)"
 	@echo "make test   run the whole test suite (installs what it needs)"
 	@echo "make lint   ruff check"
+	@echo "make lint-js  ESLint on static/js (npm ci from package-lock.json)"
+	@echo "make commits  commit subjects of at most 72 characters, a body (after .ci/commit-base)"
 	@echo "make doctest  every docstring example of glassllm and glassllm_service"
 	@echo "make bench  service latency / throughput benchmark"
 	@echo "make load   a class at once: bench/load.py (Locust, about 4 minutes)"
@@ -97,6 +102,25 @@ test: $(VENV)/.stamp-test .tools/.stamp-generators .tools/.stamp-otter .tools/.s
 
 lint: $(VENV)/.stamp-test
 	$(VENV)/bin/ruff check .
+
+# ESLint from npm (package.json, package-lock.json), in node_modules/; npm from Debian
+# where the machine has none (tools/apt_get.sh waits for a held apt lock)
+NPM := $(shell command -v npm || echo /usr/bin/npm)
+
+$(NPM):
+	$(SUDO) sh tools/apt_get.sh update
+	$(SUDO) env DEBIAN_FRONTEND=noninteractive sh tools/apt_get.sh install -y \
+		--no-install-recommends nodejs npm
+
+node_modules/.package-lock.json: package.json package-lock.json | $(NPM)
+	$(NPM) ci --no-audit --no-fund --loglevel=error
+	touch $@
+
+lint-js: node_modules/.package-lock.json
+	node_modules/.bin/eslint static/js
+
+commits:
+	$(PYTHON) tools/commit_subjects.py
 
 doctest: $(VENV)/.stamp-test
 	$(VPY) -m pytest -q -p no:cacheprovider --doctest-modules glassllm service/glassllm_service

@@ -6,7 +6,6 @@ import { BUSY_TEXT } from "./api.js";
 import { el, elLinked, withClauseLinks } from "./dom.js";
 import { exprMessage } from "./case.js";
 import { setMessage } from "./editors.js";
-import { nodeLabel } from "./graph.js";
 import { $, setStatus, state } from "./state.js";
 import { flat } from "./wire.js";
 

@@ -9,7 +9,6 @@ import { sessionCall, setSignIn } from "./api.js";
 import { el } from "./dom.js";
 
 const bar = () => document.getElementById("access");
-const status = () => document.getElementById("access-status");
 let available = null;          // null: not known yet; false: this sandbox has no sign-in
 let signedIn = null;
 let signedInHook = null;       // told after a sign-in (room.js: the page is built again)

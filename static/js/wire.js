@@ -129,7 +129,7 @@ export function readValue(text, outer = 0) {
   try {
     return { value: JSON.parse(json, toToken), overflowed };
   } catch (err) {
-    throw new Error(`is not a number or a nested list of numbers (${err.message})`);
+    throw new Error(`is not a number or a nested list of numbers (${err.message})`, { cause: err });
   }
 }
 
